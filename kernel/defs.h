@@ -1,0 +1,199 @@
+// Kernel-internal interfaces, one section per file.
+struct buf;
+struct context;
+struct file;
+struct inode;
+struct pipe;
+struct proc;
+struct spinlock;
+struct sleeplock;
+struct stat;
+struct superblock;
+struct memstat;
+
+// bio.c
+void            binit(void);
+struct buf*     bread(uint, uint);
+void            brelse(struct buf*);
+void            bwrite(struct buf*);
+void            bpin(struct buf*);
+void            bunpin(struct buf*);
+
+// console.c
+void            consoleinit(void);
+void            consoleintr(int);
+void            consputc(int);
+
+// exec.c
+int             exec(char*, char**);
+
+// file.c
+struct file*    filealloc(void);
+void            fileclose(struct file*);
+struct file*    filedup(struct file*);
+void            fileinit(void);
+int             fileread(struct file*, uint64, int n);
+int             filestat(struct file*, uint64 addr);
+int             filewrite(struct file*, uint64, int n);
+
+// fs.c
+void            fsinit(int);
+int             dirlink(struct inode*, char*, uint);
+struct inode*   dirlookup(struct inode*, char*, uint*);
+struct inode*   ialloc(uint, short);
+struct inode*   idup(struct inode*);
+void            iinit(void);
+void            ilock(struct inode*);
+void            iput(struct inode*);
+void            iunlock(struct inode*);
+void            iunlockput(struct inode*);
+void            iupdate(struct inode*);
+int             namecmp(const char*, const char*);
+struct inode*   namei(char*);
+struct inode*   nameiparent(char*, char*);
+// readi/writei: user_addr 1 means dst/src is a user virtual address of the current process.
+int             readi(struct inode*, int user_addr, uint64 dst, uint64 off, uint n);
+void            stati(struct inode*, struct stat*);
+int             writei(struct inode*, int user_addr, uint64 src, uint64 off, uint n);
+void            itrunc(struct inode*);
+
+// kalloc.c -- physical pages, each with a reference count (see kalloc.c)
+void            kinit(void);
+void*           kalloc(void);          // a page with refcount 1, or 0 when memory is exhausted
+void            kfree(void *);         // drop one reference; the page is freed when none remain
+void            krefinc(void *);       // add a reference to an allocated page (COW sharing)
+int             krefcount(void *);     // current references to an allocated page
+uint64          kfreepages(void);      // pages on the free list
+uint64          ktotalpages(void);     // pages the allocator manages
+
+// log.c
+void            initlog(int, struct superblock*);
+void            log_write(struct buf*);
+void            begin_op(void);
+void            end_op(void);
+
+// pipe.c
+int             pipealloc(struct file**, struct file**);
+void            pipeclose(struct pipe*, int);
+int             piperead(struct pipe*, uint64, int);
+int             pipewrite(struct pipe*, uint64, int);
+
+// printf.c
+int             printf(char*, ...) __attribute__ ((format (printf, 1, 2)));
+void            panic(char*) __attribute__((noreturn));
+void            printfinit(void);
+
+// proc.c
+int             cpuid(void);
+void            exit(int);
+int             fork(void);
+pagetable_t     proc_pagetable(struct proc *);
+void            proc_freepagetable(pagetable_t, uint64);
+int             kill(int);
+int             killed(struct proc*);
+void            setkilled(struct proc*);
+struct cpu*     mycpu(void);
+struct proc*    myproc();
+void            procinit(void);
+void            scheduler(void) __attribute__((noreturn));
+void            sched(void);
+void            sleep(void*, struct spinlock*);
+void            userinit(void);
+int             wait(uint64);
+void            wakeup(void*);
+void            yield(void);
+int             either_copyout(int user_dst, uint64 dst, void *src, uint64 len);
+int             either_copyin(void *dst, int user_src, uint64 src, uint64 len);
+void            procdump(void);
+int             nharts(void);          // harts that have booted
+void            proc_mapstacks(pagetable_t); // kvminit calls it: map each proc's kernel stack at KSTACK(i)
+
+// fpu.S -- user floating-point state (the kernel itself never uses FP)
+void            fpsave(uint64 *fregs);    // f0..f31 -> fregs[0..31], fcsr -> fregs[32]
+void            fprestore(uint64 *fregs); // the reverse; sstatus.FS must not be Off
+
+// swtch.S
+void            swtch(struct context*, struct context*);
+
+// spinlock.c
+void            acquire(struct spinlock*);
+int             holding(struct spinlock*);
+void            initlock(struct spinlock*, char*);
+void            release(struct spinlock*);
+void            push_off(void);
+void            pop_off(void);
+
+// sleeplock.c
+void            acquiresleep(struct sleeplock*);
+void            releasesleep(struct sleeplock*);
+int             holdingsleep(struct sleeplock*);
+void            initsleeplock(struct sleeplock*, char*);
+
+// string.c
+int             memcmp(const void*, const void*, uint);
+void*           memmove(void*, const void*, uint);
+void*           memset(void*, int, uint);
+void*           memcpy(void*, const void*, uint);
+char*           safestrcpy(char*, const char*, int);
+int             strlen(const char*);
+int             strncmp(const char*, const char*, uint);
+char*           strncpy(char*, const char*, int);
+
+// syscall.c
+void            argint(int, int*);
+int             argstr(int, char*, int);
+void            argaddr(int, uint64 *);
+int             fetchstr(uint64, char*, int);
+int             fetchaddr(uint64, uint64*);
+void            syscall();
+
+// trap.c
+extern uint     ticks;
+void            trapinit(void);
+void            trapinithart(void);
+extern struct spinlock tickslock;
+void            usertrapret(void);
+
+// uart.c
+void            uartinit(void);
+void            uartintr(void);
+void            uartputc(int);
+void            uartputc_sync(int);
+int             uartgetc(void);
+
+// vm.c -- page tables, and the one place where LAZY_ALLOC and COW_ALLOC policies live
+void            kvminit(void);
+void            kvminithart(void);
+void            kvmmap(pagetable_t, uint64, uint64, uint64, int);
+int             mappages(pagetable_t, uint64, uint64, uint64, int);
+pte_t *         walk(pagetable_t, uint64, int);
+uint64          walkaddr(pagetable_t, uint64);
+pagetable_t     uvmcreate(void);
+uint64          uvmalloc(pagetable_t, uint64 oldsz, uint64 newsz, int xperm); // always eager
+uint64          uvmdealloc(pagetable_t, uint64 oldsz, uint64 newsz);         // skips unmapped holes
+int             uvmcopy(pagetable_t old, pagetable_t new, uint64 sz);         // fork: copy or share
+void            uvmfree(pagetable_t, uint64 sz);
+void            uvmunmap(pagetable_t, uint64 va, uint64 npages, int do_free); // skips holes
+void            uvmclear(pagetable_t, uint64 va);
+int             growproc(int n);    // sbrk: eager or lazy growth by policy; -1 on failure
+// vmfault: resolve a user page fault (lazy heap page or COW store) of process p at va.
+// Returns 0 when the access can be retried, -1 when p must be killed.
+int             vmfault(struct proc *p, uint64 va, int is_store);
+void            vmstat(struct proc *p, struct memstat *ms);  // fill the memstat snapshot
+int             copyout(pagetable_t, uint64 dstva, char *src, uint64 len);
+int             copyin(pagetable_t, char *dst, uint64 srcva, uint64 len);
+int             copyinstr(pagetable_t, char *dst, uint64 srcva, uint64 max);
+
+// plic.c
+void            plicinit(void);
+void            plicinithart(void);
+int             plic_claim(void);
+void            plic_complete(int);
+
+// virtio_disk.c
+void            virtio_disk_init(void);
+void            virtio_disk_rw(struct buf *, int write);
+void            virtio_disk_intr(void);
+
+// number of elements in fixed-size array
+#define NELEM(x) (sizeof(x)/sizeof((x)[0]))

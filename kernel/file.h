@@ -1,0 +1,42 @@
+// Open files, in-memory inodes, device switch. (Owned by the storage work.)
+struct file {
+  enum { FD_NONE, FD_PIPE, FD_INODE, FD_DEVICE } type;
+  int ref;           // reference count; protected by the file table's lock
+  char readable;
+  char writable;
+  struct pipe *pipe; // FD_PIPE
+  struct inode *ip;  // FD_INODE and FD_DEVICE
+  uint64 off;        // FD_INODE
+  short major;       // FD_DEVICE
+};
+
+#define major(dev)  ((dev) >> 16 & 0xFFFF)
+#define minor(dev)  ((dev) & 0xFFFF)
+#define	mkdev(m,n)  ((uint)((m)<<16| (n)))
+
+// In-memory copy of an inode.
+struct inode {
+  uint dev;           // device number
+  uint inum;          // inode number
+  int ref;            // reference count; protected by the inode table's lock
+  struct sleeplock lock; // protects everything below here
+  int valid;          // has the inode been read from disk?
+
+  short type;         // copy of the disk inode
+  short major;
+  short minor;
+  short nlink;
+  uint64 size;
+  uint addrs[NDIRECT+2];
+};
+
+// Maps a device's major number to its read and write functions.
+// user_addr: 1 if addr is a user virtual address, 0 if a kernel address.
+struct devsw {
+  int (*read)(int user_addr, uint64 addr, int n);
+  int (*write)(int user_addr, uint64 addr, int n);
+};
+
+extern struct devsw devsw[];
+
+#define CONSOLE 1

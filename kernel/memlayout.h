@@ -1,0 +1,46 @@
+// Physical memory layout of QEMU's virt machine, and the kernel's and a process's
+// virtual layouts.
+//
+// Physical (qemu -machine virt):
+//   0x00001000 boot ROM
+//   0x02000000 CLINT (core-local interruptor)
+//   0x0C000000 PLIC  (platform-level interrupt controller)
+//   0x10000000 UART0 (16550)
+//   0x10001000 virtio-mmio disk
+//   0x80000000 RAM: the kernel's text and data, then free pages up to PHYSTOP
+#include "kernel/param.h"
+
+#define UART0     0x10000000L
+#define UART0_IRQ 10
+
+#define VIRTIO0     0x10001000L
+#define VIRTIO0_IRQ 1
+
+#define CLINT 0x2000000L
+
+#define PLIC 0x0c000000L
+#define PLIC_PRIORITY        (PLIC + 0x0)
+#define PLIC_PENDING         (PLIC + 0x1000)
+#define PLIC_SENABLE(hart)   (PLIC + 0x2080 + (hart)*0x100)
+#define PLIC_SPRIORITY(hart) (PLIC + 0x201000 + (hart)*0x2000)
+#define PLIC_SCLAIM(hart)    (PLIC + 0x201004 + (hart)*0x2000)
+
+// The kernel maps RAM one-to-one from KERNBASE to PHYSTOP.
+#define KERNBASE 0x80000000L
+#define PHYSTOP  (KERNBASE + (uint64)MEMSIZE_MB*1024*1024)
+
+// The trampoline page sits at the top of every address space, user and kernel.
+#define TRAMPOLINE (MAXVA - PGSIZE)
+
+// Kernel stacks sit below the trampoline, each above an unmapped guard page.
+#define KSTACK(p) (TRAMPOLINE - ((p)+1)* 2*PGSIZE)
+
+// A process's address space, from 0 up:
+//   text and data (from the ELF file)
+//   one guard page (mapped without PTE_U, so any user access faults)
+//   the user stack (USERSTACK pages)
+//   the heap, grown by sbrk up to p->sz
+//   ...
+//   TRAPFRAME (the trapframe page, kernel-only)
+//   TRAMPOLINE (the trap entry/exit code)
+#define TRAPFRAME (TRAMPOLINE - PGSIZE)

@@ -1,0 +1,20 @@
+// struct memstat: one snapshot of memory accounting, filled by the memstat() system call.
+// Shared by the kernel and user programs (smolprobe, lazytests, cowtests, the harness).
+// Counters marked "this process" count since the process was created by fork (a child
+// starts at 0) and are not reset by exec.
+struct memstat {
+  uint64 vpages;       // this process's size (sz) in pages, rounded up
+  uint64 mapped_pages; // valid user leaf PTEs in this process's page table (incl. text, stack, guard excluded)
+  uint64 pt_pages;     // page-table pages of this process (root included)
+  uint64 shared_pages; // this process's mapped pages whose physical page has refcount > 1
+  uint64 free_pages;   // pages on the physical allocator's free list (whole system)
+  uint64 total_pages;  // pages the physical allocator manages (whole system)
+  uint64 lazy_faults;  // this process: faults that mapped a zeroed heap page (LAZY_ALLOC=1)
+  uint64 cow_faults;   // this process: writes (store fault or copyout) that hit a COW page
+  uint64 cow_copies;   // this process: COW faults resolved by copying the page
+  uint64 cow_reuses;   // this process: COW faults where it was the sole owner: made writable, no copy
+  int lazy_alloc;      // kernel configuration: LAZY_ALLOC (0 or 1)
+  int cow_alloc;       // kernel configuration: COW_ALLOC (0 or 1)
+  int ncpu;            // harts running
+  int memsize_mb;      // guest RAM in MiB (MEMSIZE)
+};

@@ -1,0 +1,31 @@
+// Compile-time limits of the kernel.
+#define NPROC        64   // maximum number of processes
+#define NCPU          8   // maximum number of harts (CPUS= may ask for fewer)
+#define NOFILE       16   // open files per process
+#define NFILE       100   // open files in the whole system
+#define NINODE       50   // in-memory inodes
+#define NDEV         10   // device major numbers
+#define ROOTDEV       1   // device number of the root file system
+#define MAXARG       32   // exec arguments
+#define MAXOPBLOCKS  10   // most blocks one file-system operation writes
+#define LOGSIZE      (MAXOPBLOCKS*3)  // blocks in the on-disk log
+#define NBUF         (MAXOPBLOCKS*3)  // blocks in the buffer cache
+#define FSSIZE       32768 // default file-system size in blocks (mkfs may be told otherwise)
+#define MAXPATH      128  // longest path name
+#define USERSTACK    1    // user stack pages (below them: one guard page)
+
+// Build-time configuration (the Makefile passes -D flags; these are the defaults).
+#ifndef LAZY_ALLOC
+#define LAZY_ALLOC 0      // 1: sbrk grows sz only; pages are mapped on first touch
+#endif
+#ifndef COW_ALLOC
+#define COW_ALLOC 0       // 1: fork shares pages read-only; a store copies on demand
+#endif
+#ifndef MEMSIZE_MB
+#define MEMSIZE_MB 512    // guest RAM in MiB; must equal QEMU's -m
+#endif
+
+// The clock: QEMU's time CSR counts at 10 MHz; the timer interrupts every TICK_CYCLES,
+// i.e. 100 times a second, and each hart-0 interrupt adds one to ticks (sleep/uptime unit).
+#define TIMEBASE_HZ  10000000
+#define TICK_CYCLES  (TIMEBASE_HZ / 100)

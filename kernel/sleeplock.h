@@ -1,0 +1,7 @@
+// A lock for long waits (disk I/O): a waiter sleeps instead of spinning.
+struct sleeplock {
+  uint locked;        // is the lock held?
+  struct spinlock lk; // protects this structure
+  char *name;
+  int pid;            // process holding the lock
+};

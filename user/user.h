@@ -1,0 +1,66 @@
+// The user-space ABI: system calls (user/usys.S) and the user library (ulib.c, printf.c,
+// umalloc.c, umath.c). Classic xv6 programs include "kernel/types.h", "kernel/stat.h" and
+// "user/user.h" and compile unchanged.
+struct stat;
+struct memstat;
+
+// system calls
+int fork(void);
+void exit(int) __attribute__((noreturn));
+int wait(int*);
+int pipe(int*);
+int write(int, const void*, int);
+int read(int, void*, int);
+int close(int);
+int kill(int);
+int exec(const char*, char**);
+int open(const char*, int);
+int mknod(const char*, short, short);
+int unlink(const char*);
+int fstat(int fd, struct stat*);
+int link(const char*, const char*);
+int mkdir(const char*);
+int chdir(const char*);
+int dup(int);
+int getpid(void);
+char* sbrk(int);
+int sleep(int);
+int uptime(void);
+int memstat(struct memstat*);   // fill a snapshot (kernel/memstat.h); 0 or -1
+
+// ulib.c
+int stat(const char*, struct stat*);
+char* strcpy(char*, const char*);
+char* strncpy(char*, const char*, int);
+void *memmove(void*, const void*, int);
+char* strchr(const char*, char c);
+int strcmp(const char*, const char*);
+int strncmp(const char*, const char*, uint);
+char* gets(char*, int max);
+uint strlen(const char*);
+void* memset(void*, int, uint);
+int atoi(const char*);
+int memcmp(const void *, const void *, uint);
+void *memcpy(void *, const void *, uint);
+// Parse an integer in base 10 (or 16 with 0x) from s; *end (if non-null) gets the first
+// unparsed character. Returns 0 with *end == s when s holds no number.
+long strtol(const char *s, char **end, int base);
+double strtod(const char *s, char **end);   // decimal number, optional sign/fraction/exponent
+uint64 clock_us(void);      // microseconds since boot, read from the time CSR (no system call)
+uint64 clock_cycles(void);  // the cycle counter (rdcycle)
+
+// printf.c: %d %u %x %p %s %c %%, l/ll modifiers (%ld %lu %lx), %f %.Nf (double)
+void fprintf(int, const char*, ...) __attribute__ ((format (printf, 2, 3)));
+void printf(const char*, ...) __attribute__ ((format (printf, 1, 2)));
+
+// umalloc.c
+void* malloc(uint);
+void free(void*);
+
+// umath.c: single-precision maths without libm (user code has the F and D extensions)
+float expf(float);
+float logf(float);
+float sqrtf(float);
+float sinf(float);
+float cosf(float);
+float powf(float, float);
