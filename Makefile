@@ -61,7 +61,7 @@ COMMON_CFLAGS = -Wall -Werror -O2 -fno-omit-frame-pointer -ggdb -gdwarf-2 -mcmod
 KCFLAGS = $(COMMON_CFLAGS) -march=rv64imac_zicsr_zifencei -mabi=lp64 \
 	-DLAZY_ALLOC=$(LAZY_ALLOC) -DCOW_ALLOC=$(COW_ALLOC) -DMEMSIZE_MB=$(MEMSIZE)
 
-UCFLAGS = $(COMMON_CFLAGS) -march=rv64gc -mabi=lp64d \
+UCFLAGS = $(COMMON_CFLAGS) -march=rv64gc -mabi=lp64d -ffp-contract=off \
 	-fno-builtin-printf -fno-builtin-fprintf -fno-builtin-malloc -fno-builtin-free \
 	-fno-builtin-memset -fno-builtin-memcpy -fno-builtin-memmove -fno-builtin-strlen
 

@@ -1,0 +1,149 @@
+"""``nexos model``: synth | import | ref | info. Wiring only; the work is in the modules."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from nexos.model.format import CheckpointError, ModelConfig, checkpoint_size, read_header
+from nexos.model.hf_import import import_hf
+from nexos.model.reference import RequestError, generate
+from nexos.model.synth import PRESETS, WEIGHT_TYPES, synthesize
+
+console = Console()
+
+
+def _config_dict(cfg: ModelConfig) -> dict[str, Any]:
+    d = dataclasses.asdict(cfg)
+    d.update(head_dim=cfg.head_dim, kv_dim=cfg.kv_dim, weight=cfg.weight_name)
+    return d
+
+
+def _show_written(kind: str, path: str, cfg: ModelConfig, size: int, secs: float,
+                  as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"path": path, "size": size, "seconds": round(secs, 3),
+                               "config": _config_dict(cfg)}))
+        return
+    console.print(f"[green]{kind}[/] {path}: {size} bytes, {cfg.weight_name}, "
+                  f"{cfg.n_layers} layers, dim {cfg.dim}, vocab {cfg.vocab_size} "
+                  f"({secs:.1f} s)")
+
+
+def _kv_table(title: str) -> Table:
+    """A two-column key/value table whose values wrap instead of being cut."""
+    t = Table(title=title, show_header=False)
+    t.add_column("key", style="bold")
+    t.add_column("value", overflow="fold")
+    return t
+
+
+def _parse_tokens(text: str) -> list[int]:
+    """``"1,2,3"`` -> [1, 2, 3]; ClickException on anything else."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        return [int(p) for p in parts]
+    except ValueError:
+        raise click.ClickException(f"--prompt-tokens: {text!r} is not a comma-separated "
+                                   "list of integers") from None
+
+
+@click.group("model")
+def model() -> None:
+    """Model checkpoints: synthetic, imported from Hugging Face, and the numpy reference."""
+
+
+@model.command("synth")
+@click.option("--preset", type=click.Choice(list(PRESETS)), default="smollm-135m",
+              show_default=True, help="Model geometry.")
+@click.option("--seed", type=int, default=0, show_default=True, help="RNG seed.")
+@click.option("--weight-type", type=click.Choice(list(WEIGHT_TYPES)), default="int8",
+              show_default=True)
+@click.option("--layers", type=click.IntRange(min=1), default=None,
+              help="Override the preset's number of layers.")
+@click.option("--tied/--untied", default=None, help="Override the preset's embedding tying.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def synth_cmd(preset: str, seed: int, weight_type: str, layers: int | None,
+              tied: bool | None, out: str, as_json: bool) -> None:
+    """Write a deterministic synthetic checkpoint (meaningless weights, real geometry)."""
+    try:
+        r = synthesize(out, preset, seed, weight_type, layers, tied)
+    except CheckpointError as e:
+        raise click.ClickException(str(e)) from None
+    _show_written("synthesized", r.path, r.config, r.size, r.seconds, as_json)
+
+
+@model.command("import")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="Hugging Face config.json.")
+@click.option("--weights", required=True, type=click.Path(dir_okay=False),
+              help="model.safetensors (F32, F16 or BF16).")
+@click.option("--weight-type", type=click.Choice(list(WEIGHT_TYPES)), default="int8",
+              show_default=True)
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def import_cmd(config_path: str, weights: str, weight_type: str, out: str,
+               as_json: bool) -> None:
+    """Convert Hugging Face Llama/SmolLM weights to a NexOS checkpoint."""
+    try:
+        r = import_hf(config_path, weights, out, weight_type)
+    except CheckpointError as e:
+        raise click.ClickException(str(e)) from None
+    _show_written("imported", r.path, r.config, r.size, r.seconds, as_json)
+
+
+@model.command("info")
+@click.argument("ckpt")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def info_cmd(ckpt: str, as_json: bool) -> None:
+    """Print a checkpoint's header."""
+    try:
+        cfg = read_header(ckpt)
+    except CheckpointError as e:
+        raise click.ClickException(str(e)) from None
+    d = _config_dict(cfg)
+    d["file_size"] = checkpoint_size(cfg)
+    if as_json:
+        click.echo(json.dumps(d))
+        return
+    t = _kv_table(ckpt)
+    for k, v in d.items():
+        t.add_row(k, str(v))
+    console.print(t)
+
+
+@model.command("ref")
+@click.argument("ckpt")
+@click.option("--prompt-tokens", required=True, help="Comma-separated token ids, e.g. 1,2,3.")
+@click.option("--gen-len", type=int, default=10, show_default=True)
+@click.option("--seq-len", type=int, default=None,
+              help="KV cache rows [default: min(256, max_seq_len)].")
+@click.option("--temperature", type=float, default=0.0, show_default=True,
+              help="0 = greedy.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampler seed.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def ref_cmd(ckpt: str, prompt_tokens: str, gen_len: int, seq_len: int | None,
+            temperature: float,
+            seed: int, as_json: bool) -> None:
+    """Run the numpy reference forward pass and generate tokens."""
+    prompt = _parse_tokens(prompt_tokens)
+    try:
+        r = generate(ckpt, prompt, gen_len, seq_len, temperature, seed)
+    except (CheckpointError, RequestError) as e:
+        raise click.ClickException(str(e)) from None
+    d = r.to_dict()
+    if as_json:
+        click.echo(json.dumps(d))
+        return
+    t = _kv_table(f"reference: {ckpt}")
+    for k in ("prompt_tokens", "tokens", "positions", "logits_digest", "logits_min",
+              "logits_max", "logits_sum", "seconds"):
+        v = d[k]
+        t.add_row(k, ",".join(map(str, v)) if isinstance(v, list) else str(v))
+    console.print(t)

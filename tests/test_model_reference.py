@@ -1,0 +1,88 @@
+"""Reference generation rules, tied/untied classifier and the CLI (nexos.model)."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from nexos.model.cli import model
+from nexos.model.format import as_float, load_checkpoint, write_checkpoint
+from nexos.model.reference import RequestError, Transformer, generate
+from nexos.model.synth import synthesize
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    p = tmp_path_factory.mktemp("m") / "tiny.bin"
+    synthesize(p, "tiny", seed=4)
+    return p
+
+
+def test_generation_definition(tiny):
+    a = generate(tiny, [1, 2, 3], 8)
+    b = generate(tiny, [1, 2, 3], 9)
+    assert len(a.tokens) == 8 and a.positions == 3 + 8  # every token is fed
+    assert b.tokens[:8] == a.tokens  # greedy: a prefix of a longer run
+    # the final logits come from feeding the last generated token: they pick b's 9th token
+    assert int(np.argmax(a.final_logits)) == b.tokens[8]
+    c = generate(tiny, [1, 2, 3] + b.tokens[:7], 1)  # feeding the prefix back
+    assert c.tokens == [b.tokens[7]]
+    assert np.array_equal(c.final_logits, a.final_logits) and c.digest == a.digest
+
+
+def test_temperature_sampling_is_seeded(tiny):
+    a = generate(tiny, [7], 20, temperature=1.0, seed=5)
+    b = generate(tiny, [7], 20, temperature=1.0, seed=5)
+    c = generate(tiny, [7], 20, temperature=1.0, seed=6)
+    assert a.tokens == b.tokens and a.tokens != c.tokens
+
+
+def test_untied_classifier_is_used(tmp_path, tiny):
+    ck = load_checkpoint(tiny)
+    cfg = dataclasses.replace(ck.config, weight_type=0, tied_embeddings=False)
+    t = {name: [as_float(b) for b in blocks] for name, blocks in ck.layers.items()}
+    emb = as_float(ck.tok_embedding)
+    t.update(rms_att=ck.rms_att, rms_ffn=ck.rms_ffn, rms_final=ck.rms_final,
+             tok_embedding=emb, classifier=emb)
+    write_checkpoint(tmp_path / "same.bin", cfg, t)
+    write_checkpoint(tmp_path / "tied.bin", dataclasses.replace(cfg, tied_embeddings=True), t)
+    same = generate(tmp_path / "same.bin", [1, 2], 6)
+    tied = generate(tmp_path / "tied.bin", [1, 2], 6)
+    assert same.tokens == tied.tokens and np.array_equal(same.final_logits, tied.final_logits)
+    t["classifier"] = emb[::-1].copy()  # reversed rows: logits come out reversed
+    write_checkpoint(tmp_path / "rev.bin", cfg, t)
+    rev = Transformer(load_checkpoint(tmp_path / "rev.bin"), 4).forward(1, 0)
+    first = Transformer(load_checkpoint(tmp_path / "tied.bin"), 4).forward(1, 0)
+    assert np.allclose(rev, first[::-1], atol=1e-5)
+
+
+@pytest.mark.parametrize("prompt, gen, seq, msg", [
+    ([], 3, 16, "at least one token"), ([256], 3, 16, "outside the vocabulary"),
+    ([1, 2], 15, 16, "exceeds seq_len"), ([1], 1, 129, "max_seq_len"), ([1], 0, 16, "gen_len"),
+])
+def test_bad_requests(tiny, prompt, gen, seq, msg):
+    with pytest.raises(RequestError, match=msg):
+        generate(tiny, prompt, gen, seq_len=seq)
+
+
+def test_cli_synth_ref_and_errors(tmp_path, tiny):
+    run = CliRunner().invoke
+    out = tmp_path / "c.bin"
+    r = run(model, ["synth", "--preset", "tiny", "--seed", "4", "--out", str(out), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["size"] == out.stat().st_size
+    assert out.read_bytes() == tiny.read_bytes()
+    r = run(model, ["ref", str(out), "--prompt-tokens", "1,2,3", "--gen-len", "5", "--json"])
+    assert r.exit_code == 0
+    assert json.loads(r.output)["tokens"] == generate(tiny, [1, 2, 3], 5).tokens
+    for args in (["ref", str(tmp_path / "none.bin"), "--prompt-tokens", "1"],
+                 ["ref", str(out), "--prompt-tokens", "1,a"],
+                 ["ref", str(out), "--prompt-tokens", "1,999"],
+                 ["ref", str(out), "--prompt-tokens", "1", "--gen-len", "200"],
+                 ["import", "--config", str(tmp_path / "no.json"), "--weights", "w",
+                  "--out", str(tmp_path / "o.bin")]):
+        r = run(model, args)
+        assert r.exit_code == 1, args
+        assert r.output.startswith("Error: ") and r.output.count("\n") == 1, r.output
+        assert r.exception is None or isinstance(r.exception, SystemExit)
