@@ -76,16 +76,16 @@ llm: all $(B)/fs-llm.img
 # ---------------------------------------------------------------- kernel
 
 # entry.o comes first so that _entry sits at 0x80000000, where QEMU jumps.
-KOBJS := $(B)/kernel/entry.o \
-	$(filter-out $(B)/kernel/entry.o, \
-	  $(patsubst kernel/%.S,$(B)/kernel/%.o,$(wildcard kernel/*.S)) \
-	  $(patsubst kernel/%.c,$(B)/kernel/%.o,$(wildcard kernel/*.c)))
+KOBJS := $(B)/obj/kernel/entry.o \
+	$(filter-out $(B)/obj/kernel/entry.o, \
+	  $(patsubst kernel/%.S,$(B)/obj/kernel/%.o,$(wildcard kernel/*.S)) \
+	  $(patsubst kernel/%.c,$(B)/obj/kernel/%.o,$(wildcard kernel/*.c)))
 
-$(B)/kernel/%.o: kernel/%.c
+$(B)/obj/kernel/%.o: kernel/%.c
 	@mkdir -p $(@D)
 	$(CC) $(KCFLAGS) -c -o $@ $<
 
-$(B)/kernel/%.o: kernel/%.S
+$(B)/obj/kernel/%.o: kernel/%.S
 	@mkdir -p $(@D)
 	$(CC) $(KCFLAGS) -c -o $@ $<
 
@@ -96,19 +96,20 @@ $(B)/kernel: $(KOBJS) kernel/kernel.ld
 # ---------------------------------------------------------------- user programs
 
 ULIB_SRCS := user/ulib.c user/printf.c user/umalloc.c user/umath.c
-ULIB := $(patsubst user/%.c,$(B)/user/%.o,$(ULIB_SRCS)) $(B)/user/usys.o
+ULIB := $(patsubst user/%.c,$(B)/obj/user/%.o,$(ULIB_SRCS)) $(B)/obj/user/usys.o
 UPROG_SRCS := $(filter-out $(ULIB_SRCS),$(wildcard user/*.c))
 UPROGS := $(patsubst user/%.c,$(B)/user/_%,$(UPROG_SRCS))
 
-$(B)/user/%.o: user/%.c
+$(B)/obj/user/%.o: user/%.c
 	@mkdir -p $(@D)
 	$(CC) $(UCFLAGS) -c -o $@ $<
 
-$(B)/user/%.o: user/%.S
+$(B)/obj/user/%.o: user/%.S
 	@mkdir -p $(@D)
 	$(CC) $(UCFLAGS) -c -o $@ $<
 
-$(B)/user/_%: $(B)/user/%.o $(ULIB) user/user.ld
+$(B)/user/_%: $(B)/obj/user/%.o $(ULIB) user/user.ld
+	@mkdir -p $(@D)
 	$(LD) -z max-page-size=4096 -T user/user.ld -o $@ $< $(ULIB)
 
 # EXTRA_UPROGS='path/a.c path/b.c': programs from single C files outside the tree (a course's
@@ -116,14 +117,15 @@ $(B)/user/_%: $(B)/user/%.o $(ULIB) user/user.ld
 EXTRA_NAMES := $(basename $(notdir $(EXTRA_UPROGS)))
 EXTRA_BINS := $(patsubst %,$(B)/extra/_%,$(EXTRA_NAMES))
 define extra_prog
-$(B)/extra/$(basename $(notdir $(1))).o: $(1) FORCE
+$(B)/obj/extra/$(basename $(notdir $(1))).o: $(1) FORCE
 	@test -f $(1) || { echo "EXTRA_UPROGS: no such file: $(1)" >&2; exit 1; }
 	@mkdir -p $$(@D)
 	$$(CC) $$(UCFLAGS) -c -o $$@ $(1)
 endef
 $(foreach src,$(EXTRA_UPROGS),$(eval $(call extra_prog,$(src))))
 
-$(B)/extra/_%: $(B)/extra/%.o $(ULIB) user/user.ld
+$(B)/extra/_%: $(B)/obj/extra/%.o $(ULIB) user/user.ld
+	@mkdir -p $(@D)
 	$(LD) -z max-page-size=4096 -T user/user.ld -o $@ $< $(ULIB)
 
 # ---------------------------------------------------------------- file-system images
@@ -200,4 +202,4 @@ distclean: clean
 help:
 	@sed -n '1,12p' Makefile
 
--include $(wildcard $(B)/kernel/*.d $(B)/user/*.d $(B)/extra/*.d)
+-include $(wildcard $(B)/obj/*/*.d)

@@ -23,7 +23,12 @@ struct superblock {
 #define NINDIRECT (BSIZE / sizeof(uint))
 #define NDINDIRECT (NINDIRECT * NINDIRECT)
 // addrs[NDIRECT] is the single-indirect block, addrs[NDIRECT+1] the double-indirect block.
-#define MAXFILE ((uint64)NDIRECT + NINDIRECT + NDINDIRECT)  // in blocks
+#define MAXFILE ((uint64)NDIRECT + NINDIRECT + NDINDIRECT)  // in blocks (about 4 GiB)
+
+// Limits mkfs enforces: the image is at most 2 GiB (so one file-system operation never touches
+// more than 16 bitmap blocks, see docs/filesystem.md) and i-numbers fit a dirent's ushort.
+#define FSMAXBLOCKS (2048 * 256)  // 2 GiB of 4 KiB blocks
+#define MAXINODES   65535
 
 // On-disk inode.
 struct dinode {

@@ -52,6 +52,8 @@ uint64 clock_cycles(void);  // the cycle counter (rdcycle)
 // printf.c: %d %u %x %p %s %c %%, l/ll modifiers (%ld %lu %lx), %f %.Nf (double)
 void fprintf(int, const char*, ...) __attribute__ ((format (printf, 2, 3)));
 void printf(const char*, ...) __attribute__ ((format (printf, 1, 2)));
+// Format into buf (size bytes, always terminated); returns the length the whole result needs.
+int snprintf(char*, int, const char*, ...) __attribute__ ((format (printf, 3, 4)));
 
 // umalloc.c
 void* malloc(uint);

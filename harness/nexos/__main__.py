@@ -1,0 +1,5 @@
+"""Allow `python -m nexos ...`."""
+
+from nexos.cli import main
+
+main()

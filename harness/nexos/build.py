@@ -1,0 +1,121 @@
+"""Build kernel and images with the project's Makefile, one configuration per make run."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from nexos.config import BuildConfig
+from nexos.toolchain import find_toolchain
+
+MAX_PARALLEL = 2  # the machine is shared; never more than two makes at a time
+
+
+class BuildError(RuntimeError):
+    """make failed. `excerpt` holds the compiler's error lines with a little context."""
+
+    def __init__(self, message: str, excerpt: str = "") -> None:
+        super().__init__(message)
+        self.excerpt = excerpt
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    config: BuildConfig
+    ok: bool
+    seconds: float
+    build_dir: Path
+    output: str    # make's combined stdout/stderr
+    excerpt: str   # error lines (empty on success)
+
+
+def make_command(repo: Path, config: BuildConfig, llm: bool = False,
+                 extra: tuple[str, ...] = ()) -> list[str]:
+    """The make invocation for one configuration (default target, plus `llm` if asked)."""
+    cmd = ["make", "-C", str(repo), *config.make_vars(), *extra]
+    if llm:
+        cmd.append("llm")
+    return cmd
+
+
+def error_excerpt(output: str, context: int = 2, limit: int = 40) -> str:
+    """Lines with `error:` (or make's `*** ... Error`) and `context` lines around each."""
+    lines = output.splitlines()
+    keep: set[int] = set()
+    for i, line in enumerate(lines):
+        low = line.lower()
+        if "error:" in low or "*** " in line or "undefined reference" in low:
+            keep.update(range(max(0, i - context), min(len(lines), i + context + 1)))
+    if not keep:
+        return "\n".join(lines[-15:])
+    picked, prev = [], -2
+    for i in sorted(keep):
+        if i != prev + 1 and picked:
+            picked.append("...")
+        picked.append(lines[i])
+        prev = i
+    return "\n".join(picked[:limit])
+
+
+def expected_outputs(repo: Path, config: BuildConfig, llm: bool) -> list[Path]:
+    d = config.build_dir(repo)
+    files = [d / "kernel", d / "fs.img"]
+    if llm:
+        files.append(d / "fs-llm.img")
+    return files
+
+
+def build_one(repo: Path, config: BuildConfig, llm: bool = False,
+              extra: tuple[str, ...] = ()) -> BuildResult:
+    """Run make for one configuration; ok only if make succeeded and the outputs exist."""
+    t0 = time.monotonic()
+    proc = subprocess.run(make_command(repo, config, llm, extra), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace")
+    out = proc.stdout
+    ok = proc.returncode == 0
+    excerpt = "" if ok else error_excerpt(out)
+    if ok:
+        missing = [str(p) for p in expected_outputs(repo, config, llm) if not p.is_file()]
+        if missing:
+            ok, excerpt = False, "make succeeded but did not produce " + ", ".join(missing)
+    return BuildResult(config, ok, time.monotonic() - t0, config.build_dir(repo), out, excerpt)
+
+
+def build_all(repo: Path, configs: list[BuildConfig], llm: bool = False,
+              console: Console | None = None, quiet: bool = False,
+              extra: tuple[str, ...] = ()) -> list[BuildResult]:
+    """Build every configuration, at most MAX_PARALLEL at a time, with a progress display.
+    Returns the results in the order of `configs` (failures included; nothing raised)."""
+    find_toolchain()
+    console = console or Console(stderr=True)
+    unique = list(dict.fromkeys(configs))
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console, disable=quiet, transient=False) as progress:
+        def job(cfg: BuildConfig) -> BuildResult:
+            task = progress.add_task(f"make {' '.join(cfg.make_vars())}"
+                                     + (" llm" if llm else ""), total=1)
+            res = build_one(repo, cfg, llm, extra)
+            mark = "[green]ok[/]" if res.ok else "[red]FAILED[/]"
+            progress.update(task, completed=1,
+                            description=f"{cfg.name}{' (llm)' if llm else ''}: {mark}")
+            return res
+        with ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
+            results = list(pool.map(job, unique))
+    by_cfg = {r.config: r for r in results}
+    return [by_cfg[c] for c in configs]
+
+
+def ensure_built(repo: Path, configs: list[BuildConfig], llm: bool = False,
+                 console: Console | None = None, quiet: bool = False) -> None:
+    """Build; raise BuildError with the first failure's error lines if any build failed."""
+    failed = [r for r in build_all(repo, configs, llm, console, quiet) if not r.ok]
+    if failed:
+        names = ", ".join(r.config.name for r in failed)
+        raise BuildError(f"build failed for {names}", failed[0].excerpt)

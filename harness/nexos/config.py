@@ -1,0 +1,109 @@
+"""Build configurations: which flags a kernel was built with and where it lives."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MEMSIZE = 512  # MiB; the Makefile's default MEMSIZE
+DEFAULT_CPUS = 1
+MAX_CPUS = 8  # NCPU in kernel/param.h
+MIN_MEMSIZE, MAX_MEMSIZE = 128, 2048  # what the Makefile accepts
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be built or booted (a user mistake)."""
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """One point of the flag matrix. `cpus` only matters at boot (-smp), not for the build."""
+
+    lazy: int
+    cow: int
+    memsize: int = DEFAULT_MEMSIZE
+    cpus: int = DEFAULT_CPUS
+
+    def __post_init__(self) -> None:
+        if self.lazy not in (0, 1):
+            raise ConfigError(f"LAZY_ALLOC must be 0 or 1, got {self.lazy!r}")
+        if self.cow not in (0, 1):
+            raise ConfigError(f"COW_ALLOC must be 0 or 1, got {self.cow!r}")
+        if not MIN_MEMSIZE <= self.memsize <= MAX_MEMSIZE:
+            raise ConfigError(f"MEMSIZE must be between {MIN_MEMSIZE} and {MAX_MEMSIZE} MiB, "
+                              f"got {self.memsize!r}")
+        if not 1 <= self.cpus <= MAX_CPUS:
+            raise ConfigError(f"CPUS must be between 1 and {MAX_CPUS}, got {self.cpus!r}")
+
+    @property
+    def name(self) -> str:
+        """Folder name under build/: lazy<L>-cow<C>, plus -mem<MiB> off the default size."""
+        base = f"lazy{self.lazy}-cow{self.cow}"
+        if self.memsize != DEFAULT_MEMSIZE:
+            base += f"-mem{self.memsize}"
+        return base
+
+    @property
+    def label(self) -> str:
+        """Short human label: eager/lazy x copy/cow."""
+        return f"{'lazy' if self.lazy else 'eager'}+{'cow' if self.cow else 'copy'}"
+
+    def make_vars(self) -> list[str]:
+        """The variable assignments that select this configuration's build folder."""
+        args = [f"LAZY_ALLOC={self.lazy}", f"COW_ALLOC={self.cow}"]
+        if self.memsize != DEFAULT_MEMSIZE:
+            args.append(f"MEMSIZE={self.memsize}")
+        return args  # CPUS only matters at boot (-smp); the kernel is built for NCPU harts
+
+    def build_dir(self, repo: Path) -> Path:
+        """Where make puts this configuration's kernel and images."""
+        return repo / "build" / self.name
+
+    @classmethod
+    def parse(cls, text: str, memsize: int = DEFAULT_MEMSIZE, cpus: int = DEFAULT_CPUS
+              ) -> BuildConfig:
+        """Parse `lazy1-cow0`, `lazy1-cow0-mem256` or `1,0` / `10` shorthands."""
+        t = text.strip().lower()
+        mem = memsize
+        if "-mem" in t:
+            t, _, m = t.partition("-mem")
+            if not m.isdigit():
+                raise ConfigError(f"bad configuration {text!r}")
+            mem = int(m)
+        if t.startswith("lazy") and "-cow" in t:
+            lz, _, cw = t[4:].partition("-cow")
+        elif "," in t:
+            lz, _, cw = t.partition(",")
+        elif len(t) == 2:
+            lz, cw = t[0], t[1]
+        else:
+            raise ConfigError(
+                f"bad configuration {text!r} (expected e.g. lazy1-cow0, 1,0 or 10)")
+        if not (lz.strip().isdigit() and cw.strip().isdigit()):
+            raise ConfigError(f"bad configuration {text!r}")
+        return cls(int(lz), int(cw), mem, cpus)
+
+
+ALL_CONFIGS: tuple[tuple[int, int], ...] = ((0, 0), (0, 1), (1, 0), (1, 1))
+
+
+def matrix(memsize: int = DEFAULT_MEMSIZE, cpus: int = DEFAULT_CPUS) -> list[BuildConfig]:
+    """All four flag combinations."""
+    return [BuildConfig(lz, cw, memsize, cpus) for lz, cw in ALL_CONFIGS]
+
+
+def find_repo(start: Path | None = None) -> Path:
+    """The NexOS checkout: $NEXOS_REPO, else the nearest parent with a Makefile and kernel/."""
+    env = os.environ.get("NEXOS_REPO")
+    if env:
+        p = Path(env).resolve()
+        if not (p / "kernel").is_dir():
+            raise ConfigError(f"NEXOS_REPO={env} is not a NexOS checkout (no kernel/ folder)")
+        return p
+    candidates = [start or Path.cwd(), Path(__file__).resolve().parent]
+    for c in candidates:
+        for d in [c.resolve(), *c.resolve().parents]:
+            if (d / "kernel").is_dir() and (d / "user").is_dir():
+                return d
+    raise ConfigError("cannot find the NexOS checkout (run inside it or set NEXOS_REPO)")

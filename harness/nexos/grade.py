@@ -1,0 +1,235 @@
+"""Grading: every check on every configuration, with points and evidence.
+
+A check that panics the kernel, hangs, or prints garbage fails with the console text as its
+evidence; the session is rebooted and the remaining checks still run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from nexos.compare import ProbeRequest
+from nexos.config import BuildConfig
+from nexos.kvcache import expected_verdict, saved_percent
+from nexos.parse import (
+    ParseError,
+    SmolprobeResult,
+    find_panic,
+    parse_smolprobe,
+    parse_test_verdict,
+)
+from nexos.qemu import QemuError, QemuSession
+
+
+@dataclass
+class CheckResult:
+    config: str
+    name: str
+    passed: bool
+    points: int
+    max_points: int
+    seconds: float
+    message: str
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    name: str
+    points: int
+    llm: bool          # needs the LLM image
+    command: str
+    timeout: float
+    judge: Callable[[BuildConfig, str], tuple[bool, str]]  # (config, output) -> (ok, message)
+
+
+def judge_test_program(cfg: BuildConfig, output: str) -> tuple[bool, str]:
+    """A test program passes when its verdict is ALL TESTS PASSED (and nothing panicked)."""
+    v = parse_test_verdict(output)
+    return v.passed, v.line
+
+
+def probe_tolerance(active: int) -> int:
+    """Allowed distance between decode mapped pages and the estimate (stray non-KV pages)."""
+    return max(2, active // 20)
+
+
+def numbers_problems(res: SmolprobeResult, req: ProbeRequest) -> list[str]:
+    """Where the printed numbers disagree with the DESIGN.md §5 formulas (empty: all agree)."""
+    assert res.summary and res.kv_capacity and res.reserve and res.request
+    exp_max, exp_active = req.expected()
+    s, problems = res.summary, []
+    want = {
+        "request prompt_tokens": (res.request.prompt_tokens, len(req.prompt_tokens)),
+        "request gen_tokens": (res.request.gen_tokens, req.gen_len),
+        "kv_capacity max_pages": (res.kv_capacity.max_pages, exp_max),
+        "kv_capacity active_pages_est": (res.kv_capacity.active_pages_est, exp_active),
+        "SUMMARY max_kv_pages": (s.max_kv_pages, exp_max),
+        "SUMMARY saved_pages": (s.saved_pages, s.max_kv_pages - s.actual_mapped_pages),
+        "SUMMARY saved_percent": (s.saved_percent,
+                                  saved_percent(s.max_kv_pages, s.actual_mapped_pages)),
+        "reserve_phase virtual_pages": (res.reserve.virtual_pages, exp_max),
+    }
+    if res.decode is not None:
+        want["SUMMARY actual_mapped_pages"] = (
+            s.actual_mapped_pages, res.reserve.mapped_pages + res.decode.mapped_pages)
+    for what, (got, exp) in want.items():
+        if got != exp:
+            problems.append(f"{what}={got}, expected {exp}")
+    return problems
+
+
+def judge_probe_numbers(req: ProbeRequest) -> Callable[[BuildConfig, str], tuple[bool, str]]:
+    def judge(cfg: BuildConfig, output: str) -> tuple[bool, str]:
+        res = parse_smolprobe(output)
+        if res.error:
+            return False, f"smolprobe error: {res.error}"
+        problems = numbers_problems(res, req)
+        return (not problems), ("; ".join(problems) or "all numbers match the formulas")
+    return judge
+
+
+def judge_probe_behaviour(req: ProbeRequest) -> Callable[[BuildConfig, str], tuple[bool, str]]:
+    """Lazy build: reserve maps <= 1% and decode maps about the estimate; eager: reserve maps
+    >= 90%. The printed verdict must be the one the reserve numbers imply."""
+    def judge(cfg: BuildConfig, output: str) -> tuple[bool, str]:
+        res = parse_smolprobe(output)
+        if res.error:
+            return False, f"smolprobe error: {res.error}"
+        assert res.summary and res.reserve and res.decode and res.kv_capacity
+        mx, reserve = res.summary.max_kv_pages, res.reserve.mapped_pages
+        implied = expected_verdict(reserve, mx)
+        want = "LAZY_STYLE" if cfg.lazy else "EAGER_STYLE"
+        msg = (f"verdict={res.verdict} reserve mapped {reserve}/{mx}, "
+               f"decode mapped {res.decode.mapped_pages}")
+        if res.verdict != implied:
+            return False, msg + f"; the numbers imply {implied}"
+        if res.verdict != want:
+            return False, msg + f"; a LAZY_ALLOC={cfg.lazy} kernel must give {want}"
+        if cfg.lazy:
+            est = res.kv_capacity.active_pages_est
+            if abs(res.decode.mapped_pages - est) > probe_tolerance(est):
+                return False, msg + f"; decode should map about active_pages_est={est}"
+        return True, msg
+    return judge
+
+
+def judge_probe_error(cfg: BuildConfig, output: str) -> tuple[bool, str]:
+    """An impossible request must give `[smolprobe] error:` and no fault."""
+    res = parse_smolprobe(output, require_complete=False)
+    if res.error is None:
+        return False, "no `[smolprobe] error:` line for an impossible request"
+    if "usertrap:" in output:
+        return False, "smolprobe faulted instead of reporting the error"
+    return True, f"error: {res.error}"
+
+
+def judge_parallel(cfg: BuildConfig, output: str) -> tuple[bool, str]:
+    """--samples: the COW build copies fewer pages than eager copying would."""
+    res = parse_smolprobe(output)
+    if res.error:
+        return False, f"smolprobe error: {res.error}"
+    p = res.parallel
+    if p is None or res.fork is None:
+        return False, "no fork_phase / PARALLEL_SUMMARY line"
+    msg = (f"branches={p.branches} eager_copy_pages={p.eager_copy_pages} "
+           f"actual_copied_pages={p.actual_copied_pages} saved_pages={p.saved_pages}")
+    if p.saved_pages != p.eager_copy_pages - p.actual_copied_pages:
+        return False, msg + "; saved_pages != eager_copy_pages - actual_copied_pages"
+    if cfg.cow and p.actual_copied_pages >= p.eager_copy_pages:
+        return False, msg + "; a COW kernel must copy fewer pages than eager copying"
+    return True, msg
+
+
+def default_checks(req: ProbeRequest | None = None, scale: float = 1.0) -> list[CheckSpec]:
+    """The grading checks, in the order they run."""
+    req = req or ProbeRequest()
+    impossible = ProbeRequest(req.prompt_tokens, 1_000_000)
+    par = ProbeRequest(req.prompt_tokens, req.gen_len, samples=4)
+    return [
+        CheckSpec("usertests", 20, False, "usertests", 1800 * scale, judge_test_program),
+        CheckSpec("lazytests", 15, False, "lazytests", 600 * scale, judge_test_program),
+        CheckSpec("cowtests", 15, False, "cowtests", 600 * scale, judge_test_program),
+        CheckSpec("smolprobe-numbers", 10, True, req.command(), 900 * scale,
+                  judge_probe_numbers(req)),
+        CheckSpec("smolprobe-verdict", 10, True, req.command(), 900 * scale,
+                  judge_probe_behaviour(req)),
+        CheckSpec("smolprobe-errors", 5, True, impossible.command(), 300 * scale,
+                  judge_probe_error),
+        CheckSpec("smolprobe-parallel", 10, True, par.command(), 1800 * scale, judge_parallel),
+    ]
+
+
+CHECK_NAMES = tuple(c.name for c in default_checks())
+DEFAULT_CHECK_NAMES = tuple(n for n in CHECK_NAMES if n != "smolprobe-parallel")
+
+
+class _Sessions:
+    """At most one live session per image kind; rebooted after a check killed it."""
+
+    def __init__(self, repo: Path, cfg: BuildConfig, transcript_dir: Path | None) -> None:
+        self.repo, self.cfg, self.dir = repo, cfg, transcript_dir
+        self.live: dict[bool, QemuSession] = {}
+
+    def get(self, llm: bool) -> QemuSession:
+        s = self.live.get(llm)
+        if s is None or not s.alive:
+            t = None
+            if self.dir is not None:
+                t = self.dir / f"{self.cfg.name}{'-llm' if llm else ''}.log"
+            s = QemuSession.for_config(self.cfg, self.repo, llm=llm, transcript=t,
+                                       lifetime=7200).start()
+            self.live[llm] = s
+        return s
+
+    def close(self) -> None:
+        for s in self.live.values():
+            s.close()
+        self.live.clear()
+
+
+def run_check(sessions: _Sessions, spec: CheckSpec, cache: dict[str, str]) -> CheckResult:
+    """One check; never raises for kernel/QEMU/parse trouble (that is a failed check)."""
+    cfg = sessions.cfg
+    t0 = time.monotonic()
+
+    def fail(msg: str, evidence: str = "") -> CheckResult:
+        return CheckResult(cfg.name, spec.name, False, 0, spec.points,
+                           time.monotonic() - t0, msg, evidence[-3000:])
+    try:
+        output = cache.get(spec.command)
+        if output is None:
+            output = sessions.get(spec.llm).run(spec.command, spec.timeout).output
+            cache[spec.command] = output
+    except QemuError as e:
+        return fail(str(e), e.evidence)
+    panic = find_panic(output)
+    if panic:
+        return fail(panic, output)
+    try:
+        ok, msg = spec.judge(cfg, output)
+    except ParseError as e:
+        return fail(str(e.args[0]), e.text)
+    return CheckResult(cfg.name, spec.name, ok, spec.points if ok else 0, spec.points,
+                       time.monotonic() - t0, msg, "" if ok else output[-3000:])
+
+
+def grade_config(repo: Path, cfg: BuildConfig, checks: list[CheckSpec],
+                 transcript_dir: Path | None = None,
+                 on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+    """Run `checks` on one configuration; one result per check, in order."""
+    sessions = _Sessions(repo, cfg, transcript_dir)
+    cache: dict[str, str] = {}  # the same smolprobe command is run once per configuration
+    results = []
+    try:
+        for spec in checks:
+            r = run_check(sessions, spec, cache)
+            results.append(r)
+            if on_result:
+                on_result(r)
+    finally:
+        sessions.close()
+    return results

@@ -1,0 +1,163 @@
+// The console: line-buffered keyboard input and output, both through the UART.
+// Input editing: backspace/DEL erases a character, ^U the line, ^D ends input
+// (end of file when the line is empty), ^P lists processes.
+#include "kernel/types.h"
+#include "kernel/param.h"
+#include "kernel/spinlock.h"
+#include "kernel/sleeplock.h"
+#include "kernel/fs.h"
+#include "kernel/file.h"
+#include "kernel/memlayout.h"
+#include "kernel/riscv.h"
+#include "kernel/proc.h"
+#include "kernel/defs.h"
+
+#define BACKSPACE 0x100       // consputc(): erase the last character on the screen
+#define C(x) ((x) - '@')      // control-x
+
+#define INPUT_BUF_SIZE 128
+
+// The input ring. lock protects all of it.
+//   buf[r..w)  complete lines (or a ^D) that consoleread() may hand out;
+//   buf[w..e)  the line being edited, not yet visible to readers.
+// Indices only grow; r <= w <= e <= r + INPUT_BUF_SIZE.
+static struct {
+  struct spinlock lock;
+  char buf[INPUT_BUF_SIZE];
+  uint r;
+  uint w;
+  uint e;
+} cons;
+
+// Contract: write one character to the screen synchronously (kernel printf, echo).
+// c == BACKSPACE erases the last character.
+void
+consputc(int c)
+{
+  if(c == BACKSPACE){
+    uartputc_sync('\b');
+    uartputc_sync(' ');
+    uartputc_sync('\b');
+  } else {
+    uartputc_sync(c);
+  }
+}
+
+// Contract: devsw write: send n bytes from src (user address if user_src) to the UART.
+// Returns the number of bytes written (fewer than n if src becomes unreadable).
+static int
+consolewrite(int user_src, uint64 src, int n)
+{
+  char chunk[64];
+  int done = 0;
+
+  while(done < n){
+    int m = n - done;
+    if(m > sizeof(chunk))
+      m = sizeof(chunk);
+    if(either_copyin(chunk, user_src, src + done, m) == -1)
+      break;
+    for(int i = 0; i < m; i++)
+      uartputc(chunk[i]);
+    done += m;
+  }
+  return done;
+}
+
+// Contract: devsw read: copy at most one line (at most n bytes) to dst, sleeping until a
+// line is complete. Returns the bytes copied; 0 at end of file (^D on an empty line);
+// -1 if the process is killed while waiting.
+static int
+consoleread(int user_dst, uint64 dst, int n)
+{
+  int want = n;
+
+  acquire(&cons.lock);
+  while(n > 0){
+    while(cons.r == cons.w){
+      if(killed(myproc())){
+        release(&cons.lock);
+        return -1;
+      }
+      sleep(&cons.r, &cons.lock);
+    }
+    int c = cons.buf[cons.r % INPUT_BUF_SIZE];
+    cons.r++;
+
+    if(c == C('D')){
+      // End of file. If some bytes were already read, leave the ^D for the next
+      // read so that it returns 0.
+      if(n < want)
+        cons.r--;
+      break;
+    }
+    char ch = c;
+    if(either_copyout(user_dst, dst, &ch, 1) == -1)
+      break;
+    dst++;
+    n--;
+    if(c == '\n')
+      break;
+  }
+  release(&cons.lock);
+  return want - n;
+}
+
+// Contract: erase the last unfinished character, on screen and in the buffer; 0 if none.
+// Caller holds cons.lock.
+static int
+erase_one(void)
+{
+  if(cons.e == cons.w)
+    return 0;
+  cons.e--;
+  consputc(BACKSPACE);
+  return 1;
+}
+
+// Contract: take one input character from the UART interrupt: edit the current line,
+// echo it, and wake readers when a line (or ^D) is complete.
+void
+consoleintr(int c)
+{
+  acquire(&cons.lock);
+
+  switch(c){
+  case C('P'):
+    procdump();
+    break;
+  case C('U'):
+    while(cons.buf[(cons.e - 1) % INPUT_BUF_SIZE] != '\n' && erase_one())
+      ;
+    break;
+  case C('H'):
+  case '\x7f':
+    erase_one();
+    break;
+  default:
+    if(c != 0 && cons.e - cons.r < INPUT_BUF_SIZE){
+      if(c == '\r')
+        c = '\n';
+      consputc(c);
+      cons.buf[cons.e % INPUT_BUF_SIZE] = c;
+      cons.e++;
+      if(c == '\n' || c == C('D') || cons.e - cons.r == INPUT_BUF_SIZE){
+        cons.w = cons.e;   // the line is complete: readers may have it
+        wakeup(&cons.r);
+      }
+    }
+    break;
+  }
+
+  release(&cons.lock);
+}
+
+// Contract: set up the console and the UART, and install the console as devsw[CONSOLE].
+void
+consoleinit(void)
+{
+  initlock(&cons.lock, "cons");
+  uartinit();
+  devsw[CONSOLE].read = consoleread;
+  devsw[CONSOLE].write = consolewrite;
+}

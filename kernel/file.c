@@ -1,0 +1,169 @@
+// Open files: the system-wide file table, and read/write/stat on a file of any type
+// (pipe, inode, device).
+
+#include "kernel/types.h"
+#include "kernel/riscv.h"
+#include "kernel/defs.h"
+#include "kernel/param.h"
+#include "kernel/fs.h"
+#include "kernel/spinlock.h"
+#include "kernel/sleeplock.h"
+#include "kernel/file.h"
+#include "kernel/stat.h"
+#include "kernel/proc.h"
+
+// Device switch: read/write functions by major number; console.c fills devsw[CONSOLE].
+struct devsw devsw[NDEV];
+
+struct {
+  struct spinlock lock;   // protects every file's ref (and type while ref is 0)
+  struct file file[NFILE];
+} ftable;
+
+// Initialise the file table. Called once at boot.
+void
+fileinit(void)
+{
+  initlock(&ftable.lock, "ftable");
+}
+
+// Allocate a file structure with ref 1, or return 0 if the table is full.
+struct file *
+filealloc(void)
+{
+  acquire(&ftable.lock);
+  for(struct file *f = ftable.file; f < ftable.file + NFILE; f++){
+    if(f->ref == 0){
+      f->ref = 1;
+      release(&ftable.lock);
+      return f;
+    }
+  }
+  release(&ftable.lock);
+  return 0;
+}
+
+// Add a reference to f and return it.
+struct file *
+filedup(struct file *f)
+{
+  acquire(&ftable.lock);
+  if(f->ref < 1)
+    panic("filedup");
+  f->ref++;
+  release(&ftable.lock);
+  return f;
+}
+
+// Drop a reference to f; the last one closes the pipe end or releases the inode.
+void
+fileclose(struct file *f)
+{
+  struct file ff;
+
+  acquire(&ftable.lock);
+  if(f->ref < 1)
+    panic("fileclose");
+  if(--f->ref > 0){
+    release(&ftable.lock);
+    return;
+  }
+  ff = *f;   // work on a copy: the slot may be reused as soon as the lock goes
+  f->ref = 0;
+  f->type = FD_NONE;
+  release(&ftable.lock);
+
+  if(ff.type == FD_PIPE){
+    pipeclose(ff.pipe, ff.writable);
+  } else if(ff.type == FD_INODE || ff.type == FD_DEVICE){
+    begin_op();
+    iput(ff.ip);
+    end_op();
+  }
+}
+
+// Copy f's metadata to the user address addr. Returns 0, or -1 if f has no inode or
+// the copy failed.
+int
+filestat(struct file *f, uint64 addr)
+{
+  struct proc *p = myproc();
+  struct stat st;
+
+  if(f->type != FD_INODE && f->type != FD_DEVICE)
+    return -1;
+  ilock(f->ip);
+  stati(f->ip, &st);
+  iunlock(f->ip);
+  if(copyout(p->pagetable, addr, (char *)&st, sizeof(st)) < 0)
+    return -1;
+  return 0;
+}
+
+// Read up to n bytes from f into the user address addr. Returns the bytes read
+// (0 at end of file), or -1.
+int
+fileread(struct file *f, uint64 addr, int n)
+{
+  int r = -1;
+
+  if(f->readable == 0 || n < 0)
+    return -1;
+  if(f->type == FD_PIPE){
+    r = piperead(f->pipe, addr, n);
+  } else if(f->type == FD_DEVICE){
+    if(f->major < 0 || f->major >= NDEV || devsw[f->major].read == 0)
+      return -1;
+    r = devsw[f->major].read(1, addr, n);
+  } else if(f->type == FD_INODE){
+    ilock(f->ip);
+    if((r = readi(f->ip, 1, addr, f->off, n)) > 0)
+      f->off += r;
+    iunlock(f->ip);
+  } else {
+    panic("fileread");
+  }
+  return r;
+}
+
+// Bytes of file data one transaction may write. Worst case, a chunk touches its data
+// blocks plus one (unaligned start), up to 3 indirect blocks (single, or double-indirect
+// plus two second-level blocks), 2 bitmap blocks and the inode: 6 more than its data.
+#define WRITECHUNK ((MAXOPBLOCKS - 7) * BSIZE)
+
+// Write n bytes from the user address addr to f. Returns n, or -1 if not all of it could
+// be written. A write to an inode is split into transactions of at most WRITECHUNK bytes
+// so that each fits in the log.
+int
+filewrite(struct file *f, uint64 addr, int n)
+{
+  if(f->writable == 0 || n < 0)
+    return -1;
+  if(f->type == FD_PIPE)
+    return pipewrite(f->pipe, addr, n);
+  if(f->type == FD_DEVICE){
+    if(f->major < 0 || f->major >= NDEV || devsw[f->major].write == 0)
+      return -1;
+    return devsw[f->major].write(1, addr, n);
+  }
+  if(f->type != FD_INODE)
+    panic("filewrite");
+
+  int i = 0;
+  while(i < n){
+    int n1 = n - i;
+    if(n1 > WRITECHUNK)
+      n1 = WRITECHUNK;
+    begin_op();
+    ilock(f->ip);
+    int r = writei(f->ip, 1, addr + i, f->off, n1);
+    if(r > 0)
+      f->off += r;
+    iunlock(f->ip);
+    end_op();
+    if(r != n1)
+      break;   // disk full, bad address, or file too big
+    i += r;
+  }
+  return i == n ? n : -1;
+}

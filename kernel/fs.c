@@ -1,0 +1,646 @@
+// The file system: blocks, inodes, directories, path names.
+//
+// Layers, bottom up (see docs/filesystem.md for the on-disk format):
+//   blocks:      balloc/bfree over the free-block bitmap
+//   inodes:      the in-memory inode table; ialloc, iget, ilock, iput, bmap, readi, writei
+//   directories: an inode of type T_DIR holding struct dirent entries
+//   path names:  namei, nameiparent
+// Every function that changes the disk runs inside a log transaction (begin_op/end_op).
+
+#include "kernel/types.h"
+#include "kernel/riscv.h"
+#include "kernel/defs.h"
+#include "kernel/param.h"
+#include "kernel/stat.h"
+#include "kernel/spinlock.h"
+#include "kernel/proc.h"
+#include "kernel/sleeplock.h"
+#include "kernel/fs.h"
+#include "kernel/buf.h"
+#include "kernel/file.h"
+
+#define min(a, b) ((a) < (b) ? (a) : (b))
+
+// The super block of the one file system (ROOTDEV); read once by fsinit, then constant.
+struct superblock sb;
+
+// Where balloc starts looking, and where ialloc does: hints only, protected by hintlock.
+static struct spinlock hintlock;
+static uint balloc_hint;
+static uint ialloc_hint = 1;
+
+// Zeros, copied out for a block a file does not have (a hole).
+static char zeroblock[BSIZE];
+
+// Read the super block of dev into *sbp.
+static void
+readsb(int dev, struct superblock *sbp)
+{
+  struct buf *bp = bread(dev, 1);
+  memmove(sbp, bp->data, sizeof(*sbp));
+  brelse(bp);
+}
+
+// Mount the file system on dev: read the super block, replay the log.
+// Called once, from the first process (disk reads sleep).
+void
+fsinit(int dev)
+{
+  readsb(dev, &sb);
+  if(sb.magic != FSMAGIC)
+    panic("fsinit: not a NexOS file system");
+  initlock(&hintlock, "fshint");
+  balloc_hint = 0;
+  initlog(dev, &sb);
+}
+
+// ---------------------------------------------------------------- blocks
+
+// Allocate a data block on dev, zeroed (through the log). Returns its number, or 0
+// when the disk is full. Caller is inside a transaction.
+static uint
+balloc(uint dev)
+{
+  acquire(&hintlock);
+  uint start = balloc_hint;
+  release(&hintlock);
+
+  // Scan the bitmap from the hint to the end, then from the start to the hint.
+  for(int pass = 0; pass < 2; pass++){
+    uint lo = pass == 0 ? start - start % BPB : 0;
+    uint hi = pass == 0 ? sb.size : start;
+    for(uint b = lo; b < hi; b += BPB){
+      struct buf *bp = bread(dev, BBLOCK(b, sb));
+      for(uint bi = 0; bi < BPB && b + bi < sb.size; bi++){
+        if(bi % 8 == 0 && bp->data[bi / 8] == 0xff){
+          bi += 7;   // eight blocks in use
+          continue;
+        }
+        uchar mask = 1 << (bi % 8);
+        if((bp->data[bi / 8] & mask) == 0){
+          bp->data[bi / 8] |= mask;
+          log_write(bp);
+          brelse(bp);
+          acquire(&hintlock);
+          balloc_hint = b + bi + 1 < sb.size ? b + bi + 1 : 0;
+          release(&hintlock);
+          struct buf *zp = bzeroed(dev, b + bi);
+          log_write(zp);
+          brelse(zp);
+          return b + bi;
+        }
+      }
+      brelse(bp);
+    }
+  }
+  printf("balloc: out of blocks\n");
+  return 0;
+}
+
+// Mark block b of dev free. Caller is inside a transaction.
+static void
+bfree(int dev, uint b)
+{
+  struct buf *bp = bread(dev, BBLOCK(b, sb));
+  uint bi = b % BPB;
+  uchar mask = 1 << (bi % 8);
+  if((bp->data[bi / 8] & mask) == 0)
+    panic("bfree: block already free");
+  bp->data[bi / 8] &= ~mask;
+  log_write(bp);
+  brelse(bp);
+}
+
+// ---------------------------------------------------------------- inodes
+//
+// The inode table holds the inodes in use in memory. An entry with ref > 0 belongs to
+// (dev, inum) and cannot be reused; ref counts the C pointers to it (open files, cwds,
+// functions in progress). itable.lock protects dev, inum and ref of every entry.
+//
+// The other fields are a copy of the disk inode, valid once ilock() has read it
+// (ip->valid), and protected by the inode's sleeplock: ilock() before reading or
+// changing them, iunlock() after. A changed copy goes to disk with iupdate().
+// iput() drops a reference; the last reference to an inode with no links frees the
+// inode and its blocks on disk.
+
+struct {
+  struct spinlock lock;
+  struct inode inode[NINODE];
+} itable;
+
+// Initialise the inode table. Called once at boot.
+void
+iinit(void)
+{
+  initlock(&itable.lock, "itable");
+  for(int i = 0; i < NINODE; i++)
+    initsleeplock(&itable.inode[i].lock, "inode");
+}
+
+// Return an unlocked, referenced in-memory inode for (dev, inum), without reading the
+// disk; 0 if the table is full.
+static struct inode *
+iget(uint dev, uint inum)
+{
+  struct inode *empty = 0;
+
+  acquire(&itable.lock);
+  for(struct inode *ip = itable.inode; ip < itable.inode + NINODE; ip++){
+    if(ip->ref > 0 && ip->dev == dev && ip->inum == inum){
+      ip->ref++;
+      release(&itable.lock);
+      return ip;
+    }
+    if(empty == 0 && ip->ref == 0)
+      empty = ip;
+  }
+  if(empty){
+    empty->dev = dev;
+    empty->inum = inum;
+    empty->ref = 1;
+    empty->valid = 0;
+  } else {
+    printf("iget: inode table full\n");
+  }
+  release(&itable.lock);
+  return empty;
+}
+
+// Allocate a free disk inode of the given type on dev. Returns it unlocked and
+// referenced, or 0 if there is none (or the table is full). Caller is inside a transaction.
+struct inode *
+ialloc(uint dev, short type)
+{
+  uint ninodes = min(sb.ninodes, MAXINODES + 1);
+  acquire(&hintlock);
+  uint start = ialloc_hint;
+  release(&hintlock);
+
+  for(uint k = 0; k < ninodes - 1; k++){
+    uint inum = 1 + (start - 1 + k) % (ninodes - 1);
+    struct buf *bp = bread(dev, IBLOCK(inum, sb));
+    struct dinode *dip = (struct dinode *)bp->data + inum % IPB;
+    if(dip->type == 0){
+      memset(dip, 0, sizeof(*dip));
+      dip->type = type;
+      log_write(bp);   // the inode is taken on disk
+      brelse(bp);
+      acquire(&hintlock);
+      ialloc_hint = inum;
+      release(&hintlock);
+      struct inode *ip = iget(dev, inum);
+      if(ip == 0){
+        // No room in the inode table: give the disk inode back.
+        bp = bread(dev, IBLOCK(inum, sb));
+        dip = (struct dinode *)bp->data + inum % IPB;
+        dip->type = 0;
+        log_write(bp);
+        brelse(bp);
+      }
+      return ip;
+    }
+    brelse(bp);
+  }
+  printf("ialloc: no inodes\n");
+  return 0;
+}
+
+// Copy ip's in-memory fields to its disk inode. Caller holds ip->lock and is inside a
+// transaction.
+void
+iupdate(struct inode *ip)
+{
+  struct buf *bp = bread(ip->dev, IBLOCK(ip->inum, sb));
+  struct dinode *dip = (struct dinode *)bp->data + ip->inum % IPB;
+  dip->type = ip->type;
+  dip->major = ip->major;
+  dip->minor = ip->minor;
+  dip->nlink = ip->nlink;
+  dip->size = ip->size;
+  memmove(dip->addrs, ip->addrs, sizeof(ip->addrs));
+  log_write(bp);
+  brelse(bp);
+}
+
+// Add a reference to ip and return it (the idiom ip2 = idup(ip)).
+struct inode *
+idup(struct inode *ip)
+{
+  acquire(&itable.lock);
+  ip->ref++;
+  release(&itable.lock);
+  return ip;
+}
+
+// Lock ip, reading it from disk the first time.
+void
+ilock(struct inode *ip)
+{
+  if(ip == 0 || ip->ref < 1)
+    panic("ilock");
+  acquiresleep(&ip->lock);
+  if(ip->valid == 0){
+    struct buf *bp = bread(ip->dev, IBLOCK(ip->inum, sb));
+    struct dinode *dip = (struct dinode *)bp->data + ip->inum % IPB;
+    ip->type = dip->type;
+    ip->major = dip->major;
+    ip->minor = dip->minor;
+    ip->nlink = dip->nlink;
+    ip->size = dip->size;
+    memmove(ip->addrs, dip->addrs, sizeof(ip->addrs));
+    brelse(bp);
+    ip->valid = 1;
+    if(ip->type == 0)
+      panic("ilock: inode is free on disk");
+  }
+}
+
+// Unlock ip.
+void
+iunlock(struct inode *ip)
+{
+  if(ip == 0 || !holdingsleep(&ip->lock) || ip->ref < 1)
+    panic("iunlock");
+  releasesleep(&ip->lock);
+}
+
+// Drop a reference to ip. The last reference to an inode without links frees it on
+// disk (blocks and inode). Caller is inside a transaction (any iput may write the disk)
+// and does not hold ip->lock.
+void
+iput(struct inode *ip)
+{
+  acquire(&itable.lock);
+  if(ip->ref == 1 && ip->valid && ip->nlink == 0){
+    // Ours is the only reference and no directory names ip, so nobody else can reach
+    // it: taking its lock cannot block, and itable.lock may be released meanwhile.
+    acquiresleep(&ip->lock);
+    release(&itable.lock);
+
+    itrunc(ip);
+    ip->type = 0;
+    iupdate(ip);
+    ip->valid = 0;
+    releasesleep(&ip->lock);
+
+    acquire(&itable.lock);
+  }
+  ip->ref--;
+  release(&itable.lock);
+}
+
+// iunlock then iput.
+void
+iunlockput(struct inode *ip)
+{
+  iunlock(ip);
+  iput(ip);
+}
+
+// ---------------------------------------------------------------- block maps
+//
+// A file's data block bn is found through ip->addrs (struct dinode, fs.h):
+//   bn < NDIRECT                    addrs[bn]
+//   next NINDIRECT blocks           entry of the single-indirect block addrs[NDIRECT]
+//   next NINDIRECT*NINDIRECT blocks entry of a second-level block, itself an entry of the
+//                                   double-indirect block addrs[NDIRECT+1]
+// An address 0 means "not allocated".
+
+// Entry i of indirect block ind; when it is 0 and alloc is set, allocate a block for it.
+// Returns the entry (0: none). Holds no buffer across balloc, so at most one buffer
+// lock is held at a time. Caller holds ip->lock (and, to allocate, is in a transaction).
+static uint
+indirect_entry(struct inode *ip, uint ind, uint i, int alloc)
+{
+  struct buf *bp = bread(ip->dev, ind);
+  uint addr = ((uint *)bp->data)[i];
+  brelse(bp);
+  if(addr == 0 && alloc){
+    addr = balloc(ip->dev);
+    if(addr){
+      bp = bread(ip->dev, ind);
+      ((uint *)bp->data)[i] = addr;
+      log_write(bp);
+      brelse(bp);
+    }
+  }
+  return addr;
+}
+
+// ip->addrs[i]; when it is 0 and alloc is set, allocate a block for it (the caller
+// writes the inode with iupdate).
+static uint
+inode_entry(struct inode *ip, int i, int alloc)
+{
+  if(ip->addrs[i] == 0 && alloc)
+    ip->addrs[i] = balloc(ip->dev);
+  return ip->addrs[i];
+}
+
+// Disk address of block bn of ip; with alloc, allocate it and any missing indirect block
+// on the way. Returns 0 if it is missing (alloc == 0), beyond MAXFILE, or the disk is full.
+// Caller holds ip->lock.
+static uint
+bmap(struct inode *ip, uint64 bn, int alloc)
+{
+  uint ind;
+
+  if(bn < NDIRECT)
+    return inode_entry(ip, bn, alloc);
+  bn -= NDIRECT;
+  if(bn < NINDIRECT){
+    if((ind = inode_entry(ip, NDIRECT, alloc)) == 0)
+      return 0;
+    return indirect_entry(ip, ind, bn, alloc);
+  }
+  bn -= NINDIRECT;
+  if(bn < NDINDIRECT){
+    if((ind = inode_entry(ip, NDIRECT + 1, alloc)) == 0)
+      return 0;
+    if((ind = indirect_entry(ip, ind, bn / NINDIRECT, alloc)) == 0)
+      return 0;
+    return indirect_entry(ip, ind, bn % NINDIRECT, alloc);
+  }
+  return 0;
+}
+
+// Free indirect block b and everything below it: depth 1 points at data blocks,
+// depth 2 at depth-1 blocks. Holds at most depth+1 buffer locks, tree order then bitmap.
+static void
+free_tree(uint dev, uint b, int depth)
+{
+  struct buf *bp = bread(dev, b);
+  uint *a = (uint *)bp->data;
+  for(int i = 0; i < NINDIRECT; i++){
+    if(a[i] == 0)
+      continue;
+    if(depth > 1)
+      free_tree(dev, a[i], depth - 1);
+    else
+      bfree(dev, a[i]);
+  }
+  brelse(bp);
+  bfree(dev, b);
+}
+
+// Free all of ip's blocks and set its size to 0. Only bitmap blocks and the inode are
+// written, so the transaction logs at most (bitmap blocks + 1) blocks.
+// Caller holds ip->lock and is inside a transaction.
+void
+itrunc(struct inode *ip)
+{
+  for(int i = 0; i < NDIRECT; i++){
+    if(ip->addrs[i]){
+      bfree(ip->dev, ip->addrs[i]);
+      ip->addrs[i] = 0;
+    }
+  }
+  if(ip->addrs[NDIRECT]){
+    free_tree(ip->dev, ip->addrs[NDIRECT], 1);
+    ip->addrs[NDIRECT] = 0;
+  }
+  if(ip->addrs[NDIRECT + 1]){
+    free_tree(ip->dev, ip->addrs[NDIRECT + 1], 2);
+    ip->addrs[NDIRECT + 1] = 0;
+  }
+  ip->size = 0;
+  iupdate(ip);
+}
+
+// Copy metadata of ip into *st. Caller holds ip->lock.
+void
+stati(struct inode *ip, struct stat *st)
+{
+  st->dev = ip->dev;
+  st->ino = ip->inum;
+  st->type = ip->type;
+  st->nlink = ip->nlink;
+  st->size = ip->size;
+}
+
+// The fast read path: before block bn (disk address addr) is read, if it is not cached,
+// fetch it together with the following blocks of the file that lie right after it on
+// the disk (mkfs and balloc lay files out consecutively), up to READAHEAD blocks and not
+// past the end of the file, in one disk request. Caller holds ip->lock, so the file's
+// blocks cannot change meanwhile; an uncached block of the file is current on disk,
+// because the log keeps every block it has not installed pinned in the cache.
+static void
+readahead(struct inode *ip, uint64 bn, uint addr)
+{
+  if(bcached(ip->dev, addr))
+    return;
+  uint64 last = (ip->size - 1) / BSIZE;
+  int n = 1;
+  while(n < READAHEAD && bn + n <= last && bmap(ip, bn + n, 0) == addr + n)
+    n++;
+  breadahead(ip->dev, addr, n);
+}
+
+// Read n bytes of ip starting at byte off into dst (a user virtual address of the
+// current process if user_dst, else a kernel address). Returns the bytes read (fewer
+// at the end of the file), or -1 if copying to dst failed. Caller holds ip->lock.
+int
+readi(struct inode *ip, int user_dst, uint64 dst, uint64 off, uint n)
+{
+  uint64 tot, m;
+
+  if(off > ip->size || off + n < off)
+    return 0;
+  if(off + n > ip->size)
+    n = ip->size - off;
+
+  for(tot = 0; tot < n; tot += m, off += m, dst += m){
+    uint64 bn = off / BSIZE;
+    m = min(n - tot, BSIZE - off % BSIZE);
+    uint addr = bmap(ip, bn, 0);
+    if(addr == 0){
+      if(either_copyout(user_dst, dst, zeroblock, m) == -1)
+        return -1;
+      continue;
+    }
+    readahead(ip, bn, addr);
+    struct buf *bp = bread(ip->dev, addr);
+    int r = either_copyout(user_dst, dst, bp->data + off % BSIZE, m);
+    brelse(bp);
+    if(r == -1)
+      return -1;
+  }
+  return tot;
+}
+
+// Write n bytes from src (user virtual address if user_src) into ip at byte off, growing
+// the file if needed; off may not lie beyond the end. Returns the bytes written, which
+// is less than n if the disk filled up or copying from src failed, or -1 for a bad
+// offset. Caller holds ip->lock and is inside a transaction; it keeps n small enough
+// for the log (see filewrite).
+int
+writei(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
+{
+  uint64 tot, m;
+
+  if(off > ip->size || off + n < off)
+    return -1;
+  if(off + n > MAXFILE * BSIZE)
+    return -1;
+
+  for(tot = 0; tot < n; tot += m, off += m, src += m){
+    uint addr = bmap(ip, off / BSIZE, 1);
+    if(addr == 0)
+      break;
+    m = min(n - tot, BSIZE - off % BSIZE);
+    struct buf *bp = bread(ip->dev, addr);
+    if(either_copyin(bp->data + off % BSIZE, user_src, src, m) == -1){
+      brelse(bp);
+      break;
+    }
+    log_write(bp);
+    brelse(bp);
+  }
+
+  if(off > ip->size)
+    ip->size = off;
+  // Written even when the size did not change: bmap may have filled in ip->addrs.
+  iupdate(ip);
+  return tot;
+}
+
+// ---------------------------------------------------------------- directories
+
+// Compare two names of up to DIRSIZ characters.
+int
+namecmp(const char *s, const char *t)
+{
+  return strncmp(s, t, DIRSIZ);
+}
+
+// Look for name in directory dp. Returns its inode (unlocked, referenced) and sets
+// *poff to the entry's byte offset if poff != 0; returns 0 if absent. Caller holds dp->lock.
+struct inode *
+dirlookup(struct inode *dp, char *name, uint *poff)
+{
+  struct dirent de;
+
+  if(dp->type != T_DIR)
+    panic("dirlookup: not a directory");
+  for(uint64 off = 0; off < dp->size; off += sizeof(de)){
+    if(readi(dp, 0, (uint64)&de, off, sizeof(de)) != sizeof(de))
+      panic("dirlookup: read");
+    if(de.inum == 0)
+      continue;
+    if(namecmp(name, de.name) == 0){
+      if(poff)
+        *poff = off;
+      return iget(dp->dev, de.inum);
+    }
+  }
+  return 0;
+}
+
+// Add the entry (name, inum) to directory dp, reusing a free slot if there is one.
+// Returns 0, or -1 if name is already there or the directory cannot grow.
+// Caller holds dp->lock and is inside a transaction.
+int
+dirlink(struct inode *dp, char *name, uint inum)
+{
+  struct dirent de;
+  struct inode *ip;
+  uint64 off;
+
+  if((ip = dirlookup(dp, name, 0)) != 0){
+    iput(ip);
+    return -1;
+  }
+  for(off = 0; off < dp->size; off += sizeof(de)){
+    if(readi(dp, 0, (uint64)&de, off, sizeof(de)) != sizeof(de))
+      panic("dirlink: read");
+    if(de.inum == 0)
+      break;
+  }
+  memset(&de, 0, sizeof(de));
+  strncpy(de.name, name, DIRSIZ);
+  de.inum = inum;
+  if(writei(dp, 0, (uint64)&de, off, sizeof(de)) != sizeof(de))
+    return -1;
+  return 0;
+}
+
+// ---------------------------------------------------------------- path names
+
+// Copy the first element of path into name (truncated to DIRSIZ) and return the rest,
+// with leading slashes removed; return 0 if path has no element.
+//   skipelem("a/bb/c", name) = "bb/c", name "a";  skipelem("///", name) = 0
+static char *
+skipelem(char *path, char *name)
+{
+  while(*path == '/')
+    path++;
+  if(*path == 0)
+    return 0;
+  char *s = path;
+  while(*path != '/' && *path != 0)
+    path++;
+  int len = path - s;
+  if(len >= DIRSIZ)
+    memmove(name, s, DIRSIZ);
+  else {
+    memmove(name, s, len);
+    name[len] = 0;
+  }
+  while(*path == '/')
+    path++;
+  return path;
+}
+
+// Walk path from the root (leading '/') or the current directory. Returns the inode of
+// the path (or, if parent is set, of its parent directory, with the last element copied
+// to name), unlocked and referenced; 0 if it does not exist. Caller is inside a
+// transaction (iput).
+static struct inode *
+namex(char *path, int parent, char *name)
+{
+  struct inode *ip, *next;
+
+  if(*path == '/')
+    ip = iget(ROOTDEV, ROOTINO);
+  else
+    ip = idup(myproc()->cwd);
+  if(ip == 0)
+    return 0;
+
+  while((path = skipelem(path, name)) != 0){
+    ilock(ip);
+    if(ip->type != T_DIR){
+      iunlockput(ip);
+      return 0;
+    }
+    if(parent && *path == 0){
+      iunlock(ip);   // stop one level early
+      return ip;
+    }
+    next = dirlookup(ip, name, 0);
+    iunlockput(ip);
+    if(next == 0)
+      return 0;
+    ip = next;
+  }
+  if(parent){
+    iput(ip);
+    return 0;
+  }
+  return ip;
+}
+
+// The inode named by path, or 0.
+struct inode *
+namei(char *path)
+{
+  char name[DIRSIZ];
+  return namex(path, 0, name);
+}
+
+// The directory holding path's last element, which is copied into name (DIRSIZ bytes), or 0.
+struct inode *
+nameiparent(char *path, char *name)
+{
+  return namex(path, 1, name);
+}

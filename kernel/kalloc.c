@@ -1,0 +1,175 @@
+// Physical page allocator: 4096-byte pages of RAM between the end of the kernel image
+// and PHYSTOP, each with a reference count.
+//
+// Where free pages come from:
+//   - a free list of pages that were allocated once and freed since (linked through
+//     the first word of each free page), and
+//   - the "untouched" range [fresh, PHYSTOP): pages never handed out since boot.
+//     kinit() therefore touches no page of RAM, so boot costs the same for 16 MiB
+//     and for 2 GiB; a page is first written when somebody allocates it.
+//
+// Reference counts: refs[i] counts the references to the page at KERNBASE + i*PGSIZE.
+// A reference is owned by whoever will call kfree() for it: normally one user PTE
+// (vm.c), or the kernel structure that called kalloc() (a page-table page, a pipe,
+// a kernel stack, a trapframe). COW fork adds one reference per sharing PTE with
+// krefinc(); the page returns to the free list when the last owner calls kfree().
+// A page with refs 0 is free (on the list or untouched); allocated pages have refs >= 1.
+#include "kernel/types.h"
+#include "kernel/param.h"
+#include "kernel/memlayout.h"
+#include "kernel/spinlock.h"
+#include "kernel/riscv.h"
+#include "kernel/defs.h"
+
+// Build with -DKALLOC_DEBUG=1 to fill pages with junk on kalloc() and kfree(), which
+// makes reads of uninitialised or freed memory show up quickly. Off by default: it
+// costs a page write per allocation.
+#ifndef KALLOC_DEBUG
+#define KALLOC_DEBUG 0
+#endif
+
+#define NPHYSPAGES ((PHYSTOP - KERNBASE) / PGSIZE)
+
+extern char end[];  // first address after the kernel image; see kernel.ld
+
+struct freepage {
+  struct freepage *next;
+};
+
+// kmem.lock protects every field of kmem, and every element of refs[].
+// One lock for both keeps "count reaches 0" and "page goes on the free list" atomic,
+// and makes a krefcount() that reads 1 happen after the kfree() that dropped the
+// count to 1 (vm.c's COW fault relies on that ordering; see cowfault()).
+static struct {
+  struct spinlock lock;
+  struct freepage *freelist; // freed pages
+  uint64 fresh;              // lowest never-allocated page; [fresh, PHYSTOP) is free
+  uint64 first;              // lowest page the allocator manages: PGROUNDUP(end)
+  uint64 nfree;              // pages on the free list + pages in [fresh, PHYSTOP)
+} kmem;
+
+static uint16 refs[NPHYSPAGES];
+
+// Contract: the index of pa in refs[]. Panics unless pa is a page-aligned address
+// of a page this allocator manages: passing anything else is a kernel bug.
+static uint64
+pageindex(void *pa, char *who)
+{
+  uint64 a = (uint64)pa;
+  if(a % PGSIZE != 0 || a < kmem.first || a >= PHYSTOP)
+    panic(who);
+  return (a - KERNBASE) / PGSIZE;
+}
+
+// Contract: set up the allocator over [PGROUNDUP(end), PHYSTOP). Called once, by hart 0,
+// before any kalloc(). Touches no free page (see the top of this file).
+void
+kinit(void)
+{
+  initlock(&kmem.lock, "kmem");
+  kmem.first = PGROUNDUP((uint64)end);
+  if(kmem.first >= PHYSTOP)
+    panic("kinit: no free memory");
+  kmem.fresh = kmem.first;
+  kmem.freelist = 0;
+  kmem.nfree = (PHYSTOP - kmem.first) / PGSIZE;
+}
+
+// Contract: return one page of physical memory with reference count 1, or 0 when no
+// page is free. The contents are undefined (callers that need zeroes memset it).
+void *
+kalloc(void)
+{
+  void *pa = 0;
+
+  acquire(&kmem.lock);
+  if(kmem.freelist){
+    pa = kmem.freelist;
+    kmem.freelist = kmem.freelist->next;
+  } else if(kmem.fresh < PHYSTOP){
+    pa = (void *)kmem.fresh;
+    kmem.fresh += PGSIZE;
+  }
+  if(pa){
+    refs[pageindex(pa, "kalloc: bad page")] = 1;
+    kmem.nfree--;
+  }
+  release(&kmem.lock);
+
+  if(pa && KALLOC_DEBUG)
+    memset(pa, 0x05, PGSIZE);
+  return pa;
+}
+
+// Contract: drop one reference to the allocated page pa; when it was the last one,
+// put the page on the free list. The caller must own the reference it drops.
+// Panics (kernel bug) if pa is not a managed page or is already free.
+void
+kfree(void *pa)
+{
+  uint64 i = pageindex(pa, "kfree: bad page");
+
+  acquire(&kmem.lock);
+  if(refs[i] == 0)
+    panic("kfree: page is already free");
+  refs[i]--;
+  if(refs[i] == 0){
+    if(KALLOC_DEBUG)
+      memset(pa, 0x01, PGSIZE);  // still under the lock: nobody can have it yet
+    struct freepage *f = pa;
+    f->next = kmem.freelist;
+    kmem.freelist = f;
+    kmem.nfree++;
+  }
+  release(&kmem.lock);
+}
+
+// Contract: add one reference to the allocated page pa (a new PTE now maps it; the new
+// owner will kfree() it). Panics if pa is free or not a managed page.
+void
+krefinc(void *pa)
+{
+  uint64 i = pageindex(pa, "krefinc: bad page");
+
+  acquire(&kmem.lock);
+  if(refs[i] == 0)
+    panic("krefinc: page is free");
+  if(refs[i] == 0xFFFF)
+    panic("krefinc: too many references");
+  refs[i]++;
+  release(&kmem.lock);
+}
+
+// Contract: the number of references to page pa now (0 if it is free). The answer
+// can change as soon as the lock is dropped, except where the caller's own
+// reference pins it: see vm.c's cowfault() for the one decision made on it.
+int
+krefcount(void *pa)
+{
+  uint64 i = pageindex(pa, "krefcount: bad page");
+  int n;
+
+  acquire(&kmem.lock);
+  n = refs[i];
+  release(&kmem.lock);
+  return n;
+}
+
+// Contract: how many pages are free right now (free list + never allocated).
+uint64
+kfreepages(void)
+{
+  uint64 n;
+
+  acquire(&kmem.lock);
+  n = kmem.nfree;
+  release(&kmem.lock);
+  return n;
+}
+
+// Contract: how many pages the allocator manages, free or not; fixed after kinit().
+uint64
+ktotalpages(void)
+{
+  return (PHYSTOP - kmem.first) / PGSIZE;
+}

@@ -1,0 +1,55 @@
+// Sleep locks: held across long waits (disk I/O); a waiter sleeps instead of spinning.
+#include "kernel/types.h"
+#include "kernel/riscv.h"
+#include "kernel/defs.h"
+#include "kernel/param.h"
+#include "kernel/memlayout.h"
+#include "kernel/spinlock.h"
+#include "kernel/proc.h"
+#include "kernel/sleeplock.h"
+
+// Contract: make lk a free sleep lock called name.
+void
+initsleeplock(struct sleeplock *lk, char *name)
+{
+  initlock(&lk->lk, "sleep lock");
+  lk->name = name;
+  lk->locked = 0;
+  lk->pid = 0;
+}
+
+// Contract: wait (sleeping, interrupts allowed) until lk is free, then take it for the
+// calling process. Must be called from a process, with no spin lock held.
+void
+acquiresleep(struct sleeplock *lk)
+{
+  acquire(&lk->lk);
+  while(lk->locked)
+    sleep(lk, &lk->lk);
+  lk->locked = 1;
+  lk->pid = myproc()->pid;
+  release(&lk->lk);
+}
+
+// Contract: give lk up and wake anyone waiting for it.
+void
+releasesleep(struct sleeplock *lk)
+{
+  acquire(&lk->lk);
+  lk->locked = 0;
+  lk->pid = 0;
+  wakeup(lk);
+  release(&lk->lk);
+}
+
+// Contract: 1 if the calling process holds lk.
+int
+holdingsleep(struct sleeplock *lk)
+{
+  int mine;
+
+  acquire(&lk->lk);
+  mine = lk->locked && (lk->pid == myproc()->pid);
+  release(&lk->lk);
+  return mine;
+}

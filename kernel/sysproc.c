@@ -1,0 +1,118 @@
+// Process-related system calls. Arguments come from the trapframe via argint/argaddr;
+// results go back in a0 (syscall.c).
+#include "kernel/types.h"
+#include "kernel/param.h"
+#include "kernel/memlayout.h"
+#include "kernel/riscv.h"
+#include "kernel/spinlock.h"
+#include "kernel/proc.h"
+#include "kernel/memstat.h"
+#include "kernel/defs.h"
+
+// exit(status): never returns.
+uint64
+sys_exit(void)
+{
+  int status;
+
+  argint(0, &status);
+  exit(status);
+  return 0;   // not reached
+}
+
+// getpid(): the caller's pid.
+uint64
+sys_getpid(void)
+{
+  return myproc()->pid;
+}
+
+// fork(): child's pid in the parent, 0 in the child, -1 on failure.
+uint64
+sys_fork(void)
+{
+  return fork();
+}
+
+// wait(int *status): pid of an exited child, or -1. status may be 0.
+uint64
+sys_wait(void)
+{
+  uint64 addr;
+
+  argaddr(0, &addr);
+  return wait(addr);
+}
+
+// sbrk(n): grow (or shrink, n < 0) the heap by n bytes; returns the old end of the heap,
+// or (char*)-1 on failure, with nothing changed. Eager or lazy by LAZY_ALLOC (growproc).
+uint64
+sys_sbrk(void)
+{
+  int n;
+
+  argint(0, &n);
+  uint64 old = myproc()->sz;
+  if(growproc(n) < 0)
+    return -1;
+  return old;
+}
+
+// sleep(n): wait n clock ticks (1/100 s); 0, or -1 if the caller is killed meanwhile.
+uint64
+sys_sleep(void)
+{
+  int n;
+
+  argint(0, &n);
+  if(n < 0)
+    n = 0;
+  acquire(&tickslock);
+  uint start = ticks;
+  while(ticks - start < (uint)n){
+    if(killed(myproc())){
+      release(&tickslock);
+      return -1;
+    }
+    sleep(&ticks, &tickslock);
+  }
+  release(&tickslock);
+  return 0;
+}
+
+// kill(pid): 0, or -1 if there is no such process.
+uint64
+sys_kill(void)
+{
+  int pid;
+
+  argint(0, &pid);
+  return kill(pid);
+}
+
+// uptime(): clock ticks since boot.
+uint64
+sys_uptime(void)
+{
+  acquire(&tickslock);
+  uint t = ticks;
+  release(&tickslock);
+  return t;
+}
+
+// memstat(struct memstat *ms): fill *ms with one snapshot (kernel/memstat.h);
+// 0, or -1 if ms is not writable user memory.
+uint64
+sys_memstat(void)
+{
+  uint64 addr;
+  struct memstat ms;
+  struct proc *p = myproc();
+
+  argaddr(0, &addr);
+  memset(&ms, 0, sizeof(ms));
+  vmstat(p, &ms);
+  if(copyout(p->pagetable, addr, (char *)&ms, sizeof(ms)) < 0)
+    return -1;
+  return 0;
+}

@@ -1,0 +1,132 @@
+// Driver for the 16550a UART that QEMU's virt machine puts at UART0.
+// Output from processes goes through a small ring buffer drained by the transmit
+// interrupt; kernel printf and panic write synchronously with uartputc_sync().
+#include "kernel/types.h"
+#include "kernel/param.h"
+#include "kernel/memlayout.h"
+#include "kernel/riscv.h"
+#include "kernel/spinlock.h"
+#include "kernel/proc.h"
+#include "kernel/defs.h"
+
+// UART registers, as byte offsets from UART0.
+#define RHR 0                 // receive holding register (read)
+#define THR 0                 // transmit holding register (write)
+#define IER 1                 // interrupt enable
+#define IER_RX_ENABLE (1<<0)
+#define IER_TX_ENABLE (1<<1)
+#define FCR 2                 // FIFO control
+#define FCR_FIFO_ENABLE (1<<0)
+#define FCR_FIFO_CLEAR  (3<<1) // clear both FIFOs
+#define ISR 2                 // interrupt status
+#define LCR 3                 // line control
+#define LCR_EIGHT_BITS (3<<0)
+#define LCR_BAUD_LATCH (1<<7) // while set, offsets 0 and 1 are the baud-rate divisor
+#define LSR 5                 // line status
+#define LSR_RX_READY (1<<0)   // a received byte waits in RHR
+#define LSR_TX_IDLE  (1<<5)   // THR can take another byte
+
+#define Reg(r) ((volatile uchar *)(UART0 + (r)))
+#define ReadReg(r) (*(Reg(r)))
+#define WriteReg(r, v) (*(Reg(r)) = (v))
+
+// The transmit ring. tx_lock protects tx_buf, tx_w and tx_r.
+// Bytes tx_buf[tx_r % TX_SIZE] .. tx_buf[(tx_w-1) % TX_SIZE] wait to be sent;
+// tx_w - tx_r is never more than TX_SIZE. Both only grow.
+#define TX_SIZE 32
+static struct spinlock tx_lock;
+static char tx_buf[TX_SIZE];
+static uint64 tx_w;
+static uint64 tx_r;
+
+extern volatile int panicked;   // printf.c: set once a panic has printed its message
+
+static void uartstart(void);
+
+// Contract: program the UART for 38.4K baud, 8 data bits, FIFOs on, and receive and
+// transmit interrupts enabled. Called once, by hart 0, before any output.
+void
+uartinit(void)
+{
+  WriteReg(IER, 0x00);
+  WriteReg(LCR, LCR_BAUD_LATCH);
+  WriteReg(0, 0x03);            // divisor low byte: 38.4K baud
+  WriteReg(1, 0x00);            // divisor high byte
+  WriteReg(LCR, LCR_EIGHT_BITS); // leaves baud-latch mode
+  WriteReg(FCR, FCR_FIFO_ENABLE | FCR_FIFO_CLEAR);
+  WriteReg(IER, IER_TX_ENABLE | IER_RX_ENABLE);
+  initlock(&tx_lock, "uart");
+}
+
+// Contract: queue c for output, sleeping while the ring is full. For process context
+// only (it may sleep); not for interrupt handlers.
+void
+uartputc(int c)
+{
+  acquire(&tx_lock);
+  if(panicked){
+    for(;;)
+      ;
+  }
+  while(tx_w == tx_r + TX_SIZE)
+    sleep(&tx_r, &tx_lock);   // uartstart() wakes us when it drains a byte
+  tx_buf[tx_w % TX_SIZE] = c;
+  tx_w += 1;
+  uartstart();
+  release(&tx_lock);
+}
+
+// Contract: write c at once, spinning until the UART takes it; usable with interrupts
+// off and from any context (kernel printf, echo). After a panic other harts freeze here.
+void
+uartputc_sync(int c)
+{
+  push_off();
+  if(panicked){
+    for(;;)
+      ;
+  }
+  while((ReadReg(LSR) & LSR_TX_IDLE) == 0)
+    ;
+  WriteReg(THR, c);
+  pop_off();
+}
+
+// Contract: move bytes from the ring to the UART while it can take them, waking any
+// writer waiting for room. Caller holds tx_lock.
+static void
+uartstart(void)
+{
+  while(tx_w != tx_r){
+    if((ReadReg(LSR) & LSR_TX_IDLE) == 0)
+      return;   // the UART is busy; its transmit interrupt brings us back
+    int c = tx_buf[tx_r % TX_SIZE];
+    tx_r += 1;
+    wakeup(&tx_r);
+    WriteReg(THR, c);
+  }
+}
+
+// Contract: one received byte, or -1 when none is waiting.
+int
+uartgetc(void)
+{
+  if(ReadReg(LSR) & LSR_RX_READY)
+    return ReadReg(RHR);
+  return -1;
+}
+
+// Contract: handle a UART interrupt (from devintr): pass every received byte to the
+// console, then keep the transmitter busy.
+void
+uartintr(void)
+{
+  int c;
+
+  while((c = uartgetc()) != -1)
+    consoleintr(c);
+
+  acquire(&tx_lock);
+  uartstart();
+  release(&tx_lock);
+}

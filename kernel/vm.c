@@ -1,0 +1,638 @@
+// Page tables: the kernel's, and each process's user address space.
+//
+// This file is the one place where the two memory policies live:
+//
+//   LAZY_ALLOC  growproc()  1: sbrk(n>0) only raises p->sz     0: maps every page now
+//               vmfault()   1: maps a zeroed heap page on first touch (lazyfault)
+//   COW_ALLOC   uvmcopy()   1: fork shares pages (share_page)  0: copies them (copy_page)
+//               vmfault()   1: a store to a PTE_COW page copies or takes it (cowfault)
+//   both        userpte()   copyin/copyout/copyinstr fault pages in through vmfault()
+//
+// Everything else (walk, mappages, uvmunmap, uvmfree, ...) is the same mechanism for all
+// four configurations: it skips unmapped holes (a lazy heap has them, and fork copies
+// only what is mapped) and gives up one page reference per unmapped PTE with kfree(),
+// which frees the page when its last reference goes (kalloc.c).
+//
+// Invariants of a user page table:
+//   - Every valid user leaf PTE owns one reference to its physical page.
+//   - PTE_COW (an RSW bit) is set only on leaf PTEs with PTE_W clear. It means
+//     "writable in spirit": the page may be shared with other page tables, and the
+//     first store must go through cowfault(), which gives this PTE a private writable
+//     page. A read-only page (text) never gets PTE_COW and stays read-only forever.
+//   - Only the process that owns a page table changes it while the process lives
+//     (its own system calls and faults, on one hart at a time); exec and exit change
+//     tables nobody else can see. So a page table needs no lock of its own.
+#include "kernel/types.h"
+#include "kernel/param.h"
+#include "kernel/memlayout.h"
+#include "kernel/riscv.h"
+#include "kernel/spinlock.h"
+#include "kernel/proc.h"
+#include "kernel/memstat.h"
+#include "kernel/defs.h"
+
+pagetable_t kernel_pagetable;  // the kernel's page table; every hart runs on it in the kernel
+
+extern char etext[];       // end of kernel text (kernel.ld)
+extern char trampoline[];  // trampoline.S: trap entry and exit, mapped at TRAMPOLINE
+
+// Forget this hart's cached translation for va (after a PTE for va changed).
+// Other harts need no flush: a process runs on one hart at a time, and the
+// trampoline flushes the TLB whenever it switches to a user page table.
+static inline void
+flushva(uint64 va)
+{
+  asm volatile("sfence.vma %0, zero" : : "r"(va) : "memory");
+}
+
+// ---------------------------------------------------------------- the kernel's page table
+
+// Contract: build the kernel page table: the devices, kernel text (read+execute),
+// kernel data and all RAM up to PHYSTOP (read+write), the trampoline, and one kernel
+// stack per process slot (proc_mapstacks). Every mapping is one-to-one except the
+// trampoline and the stacks. Panics if memory runs out (at boot that is fatal).
+static pagetable_t
+kvmmake(void)
+{
+  pagetable_t kpt = (pagetable_t)kalloc();
+  if(kpt == 0)
+    panic("kvmmake: out of memory");
+  memset(kpt, 0, PGSIZE);
+
+  kvmmap(kpt, UART0, UART0, PGSIZE, PTE_R | PTE_W);
+  kvmmap(kpt, VIRTIO0, VIRTIO0, PGSIZE, PTE_R | PTE_W);
+  // The PLIC's registers up to the claim register of hart NCPU-1 fit in 4 MiB.
+  kvmmap(kpt, PLIC, PLIC, 0x400000, PTE_R | PTE_W);
+  kvmmap(kpt, KERNBASE, KERNBASE, (uint64)etext - KERNBASE, PTE_R | PTE_X);
+  kvmmap(kpt, (uint64)etext, (uint64)etext, PHYSTOP - (uint64)etext, PTE_R | PTE_W);
+  kvmmap(kpt, TRAMPOLINE, (uint64)trampoline, PGSIZE, PTE_R | PTE_X);
+  proc_mapstacks(kpt);
+  return kpt;
+}
+
+// Contract: create the kernel page table (once, on hart 0, after kinit()).
+void
+kvminit(void)
+{
+  kernel_pagetable = kvmmake();
+}
+
+// Contract: switch this hart to the kernel page table and turn paging on.
+void
+kvminithart(void)
+{
+  sfence_vma();  // earlier stores to page-table memory are done before we use it
+  w_satp(MAKE_SATP(kernel_pagetable));
+  sfence_vma();  // drop any translation cached before the switch
+}
+
+// Contract: map [va, va+sz) to [pa, pa+sz) in the kernel page table kpt. Boot only:
+// panics if the mapping cannot be made.
+void
+kvmmap(pagetable_t kpt, uint64 va, uint64 pa, uint64 sz, int perm)
+{
+  if(mappages(kpt, va, sz, pa, perm) != 0)
+    panic("kvmmap");
+}
+
+// ---------------------------------------------------------------- the page-table walk
+
+// Sv39 (RISC-V's 39-bit virtual memory) translates a virtual address in three steps:
+//
+//    63      39 38        30 29        21 20        12 11          0
+//   +----------+------------+------------+------------+-------------+
+//   |  unused  |  L2 index  |  L1 index  |  L0 index  | page offset |
+//   +----------+------------+------------+------------+-------------+
+//                 9 bits       9 bits       9 bits        12 bits
+//
+// satp points at the level-2 page (512 PTEs). Its PTE number "L2 index" points at a
+// level-1 page, whose PTE "L1 index" points at a level-0 page, whose PTE "L0 index" is
+// the leaf: physical page number (bits 53..10) and flags (bits 9..0: V R W X U G A D,
+// and the two RSW bits where NexOS keeps PTE_COW). A PTE with V set but none of R W X
+// points at the next level; NexOS uses only 4 KiB leaves at level 0.
+//
+// Contract: return the address of the level-0 PTE for va in pagetable. If a level-1
+// or level-0 page is missing, allocate a zeroed one when alloc != 0 (return 0 if
+// memory runs out), else return 0. va must be below MAXVA (callers check user input).
+pte_t *
+walk(pagetable_t pagetable, uint64 va, int alloc)
+{
+  if(va >= MAXVA)
+    panic("walk: va >= MAXVA");
+
+  for(int level = 2; level > 0; level--){
+    pte_t *pte = &pagetable[PX(level, va)];
+    if(*pte & PTE_V){
+      pagetable = (pagetable_t)PTE2PA(*pte);
+    } else {
+      if(!alloc)
+        return 0;
+      pagetable = (pagetable_t)kalloc();
+      if(pagetable == 0)
+        return 0;
+      memset(pagetable, 0, PGSIZE);
+      *pte = PA2PTE(pagetable) | PTE_V;
+    }
+  }
+  return &pagetable[PX(0, va)];
+}
+
+// Contract: the physical address that user virtual address va maps to, or 0 if va is
+// not mapped with PTE_V|PTE_U (or is >= MAXVA). Never faults a page in.
+uint64
+walkaddr(pagetable_t pagetable, uint64 va)
+{
+  if(va >= MAXVA)
+    return 0;
+  pte_t *pte = walk(pagetable, va, 0);
+  if(pte == 0 || (*pte & PTE_V) == 0 || (*pte & PTE_U) == 0)
+    return 0;
+  return PTE2PA(*pte);
+}
+
+// Contract: map the pages covering [va, va+size) to physical pages starting at pa,
+// with flags perm|PTE_V. va and pa need not be aligned (the pages containing them are
+// used). Returns 0, or -1 if a page-table page could not be allocated; then the pages
+// mapped so far stay mapped and the caller undoes them. Panics on a remap or size 0
+// (kernel bugs). Takes no page reference: the caller hands its own to the new PTE.
+int
+mappages(pagetable_t pagetable, uint64 va, uint64 size, uint64 pa, int perm)
+{
+  if(size == 0)
+    panic("mappages: size 0");
+
+  uint64 a = PGROUNDDOWN(va);
+  uint64 last = PGROUNDDOWN(va + size - 1);
+  pa = PGROUNDDOWN(pa);
+  for(;;){
+    pte_t *pte = walk(pagetable, a, 1);
+    if(pte == 0)
+      return -1;
+    if(*pte & PTE_V)
+      panic("mappages: remap");
+    *pte = PA2PTE(pa) | perm | PTE_V;
+    if(a == last)
+      return 0;
+    a += PGSIZE;
+    pa += PGSIZE;
+  }
+}
+
+// ---------------------------------------------------------------- user address spaces
+
+// Contract: a new, empty user page table (one zeroed page), or 0 if out of memory.
+pagetable_t
+uvmcreate(void)
+{
+  pagetable_t pagetable = (pagetable_t)kalloc();
+  if(pagetable == 0)
+    return 0;
+  memset(pagetable, 0, PGSIZE);
+  return pagetable;
+}
+
+// Contract: the first page-aligned address after the 2 MiB region (one level-0 page
+// table's reach) that contains va. walk(.., va, 0) == 0 means that whole region is
+// unmapped, so loops over user memory may jump there at once.
+static uint64
+nextregion(uint64 va)
+{
+  return (va | ((1L << PXSHIFT(1)) - 1)) + 1;
+}
+
+// Contract: remove the mappings of the npages pages from page-aligned va. Holes (no
+// valid PTE) are skipped. If do_free, drop each mapped page's reference with kfree()
+// (the page is freed if that was the last one). Panics if va is not aligned or a
+// non-leaf PTE is found where a page should be (kernel bugs). Does not flush the TLB.
+void
+uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
+{
+  if(va % PGSIZE != 0)
+    panic("uvmunmap: not aligned");
+
+  uint64 end = va + npages * PGSIZE;
+  uint64 a = va;
+  while(a < end){
+    pte_t *pte = walk(pagetable, a, 0);
+    if(pte == 0){
+      a = nextregion(a);  // no level-0 table here: 2 MiB of holes
+      continue;
+    }
+    if(*pte & PTE_V){
+      if(PTE_FLAGS(*pte) == PTE_V)
+        panic("uvmunmap: not a leaf");
+      if(do_free)
+        kfree((void *)PTE2PA(*pte));
+      *pte = 0;
+    }
+    a += PGSIZE;
+  }
+}
+
+// Contract: grow a process's memory from oldsz to newsz by mapping zeroed pages with
+// PTE_R|PTE_U|xperm, all of them now (exec and eager sbrk use it; the lazy policy
+// lives in growproc, not here). Returns newsz (oldsz if newsz < oldsz), or 0 if memory
+// runs out, in which case every page it mapped has been unmapped and freed again.
+uint64
+uvmalloc(pagetable_t pagetable, uint64 oldsz, uint64 newsz, int xperm)
+{
+  if(newsz < oldsz)
+    return oldsz;
+
+  for(uint64 a = PGROUNDUP(oldsz); a < newsz; a += PGSIZE){
+    char *mem = kalloc();
+    if(mem == 0){
+      uvmdealloc(pagetable, a, oldsz);
+      return 0;
+    }
+    memset(mem, 0, PGSIZE);
+    if(mappages(pagetable, a, PGSIZE, (uint64)mem, PTE_R | PTE_U | xperm) != 0){
+      kfree(mem);
+      uvmdealloc(pagetable, a, oldsz);
+      return 0;
+    }
+  }
+  return newsz;
+}
+
+// Contract: shrink a process's memory from oldsz to newsz, unmapping (and dropping the
+// references of) the mapped pages above PGROUNDUP(newsz); holes are skipped. Returns
+// the new size (oldsz if newsz >= oldsz). Does not flush the TLB.
+uint64
+uvmdealloc(pagetable_t pagetable, uint64 oldsz, uint64 newsz)
+{
+  if(newsz >= oldsz)
+    return oldsz;
+
+  uint64 lo = PGROUNDUP(newsz), hi = PGROUNDUP(oldsz);
+  if(lo < hi)
+    uvmunmap(pagetable, lo, (hi - lo) / PGSIZE, 1);
+  return newsz;
+}
+
+// Contract: free a page-table tree whose leaves have all been unmapped already.
+// Panics if a leaf is left (a caller forgot to unmap something: a kernel bug).
+static void
+freewalk(pagetable_t pagetable)
+{
+  for(int i = 0; i < 512; i++){
+    pte_t pte = pagetable[i];
+    if((pte & PTE_V) == 0)
+      continue;
+    if(PTE_FLAGS(pte) != PTE_V)
+      panic("freewalk: leaf");
+    freewalk((pagetable_t)PTE2PA(pte));
+    pagetable[i] = 0;
+  }
+  kfree(pagetable);
+}
+
+// Contract: drop the references of all mapped pages in [0, sz), then free the page-table
+// pages. Anything mapped above sz (trampoline, trapframe) must already be unmapped.
+void
+uvmfree(pagetable_t pagetable, uint64 sz)
+{
+  if(sz > 0)
+    uvmunmap(pagetable, 0, PGROUNDUP(sz) / PGSIZE, 1);
+  freewalk(pagetable);
+}
+
+// Contract: make the page at va inaccessible to user mode (clear PTE_U); exec uses it
+// for the stack guard page. The page must be mapped (panics otherwise: kernel bug).
+void
+uvmclear(pagetable_t pagetable, uint64 va)
+{
+  pte_t *pte = walk(pagetable, va, 0);
+  if(pte == 0 || (*pte & PTE_V) == 0)
+    panic("uvmclear: not mapped");
+  *pte &= ~PTE_U;
+}
+
+// ---------------------------------------------------------------- fork: copy or share
+
+// COW_ALLOC=0. Contract: give child page table new a private copy of the page that
+// parent PTE *pte maps, at va, with the same flags. Returns 0, or -1 if out of memory
+// (nothing of this page is left behind).
+static int
+copy_page(pagetable_t new, uint64 va, pte_t *pte)
+{
+  char *mem = kalloc();
+  if(mem == 0)
+    return -1;
+  memmove(mem, (char *)PTE2PA(*pte), PGSIZE);
+  if(mappages(new, va, PGSIZE, (uint64)mem, PTE_FLAGS(*pte)) != 0){
+    kfree(mem);
+    return -1;
+  }
+  return 0;
+}
+
+// COW_ALLOC=1. Contract: map the parent's physical page into child table new at va,
+// taking one more reference to it. A writable (or already COW) page becomes read-only
+// + PTE_COW in both tables; a read-only page is shared as it is. Returns 0, or -1 if a
+// page-table page could not be allocated (then nothing was changed but the parent's
+// flags, which stay correct: a COW page whose only owner stores to it is reused).
+// The caller flushes the parent's TLB.
+static int
+share_page(pagetable_t new, uint64 va, pte_t *pte)
+{
+  if(*pte & PTE_W)
+    *pte = (*pte & ~PTE_W) | PTE_COW;
+  uint64 pa = PTE2PA(*pte);
+  if(mappages(new, va, PGSIZE, pa, PTE_FLAGS(*pte)) != 0)
+    return -1;
+  krefinc((void *)pa);
+  return 0;
+}
+
+// Contract: for fork, give child table new the parent's (old's) user memory [0, sz):
+// copies of each mapped page (COW_ALLOC=0) or the same pages shared copy-on-write
+// (COW_ALLOC=1). Holes are skipped: the child gets only what the parent has mapped.
+// Returns 0, or -1 if memory runs out; then everything the child got has been
+// unmapped and its references dropped (its page-table pages stay for the caller's
+// uvmfree/proc_freepagetable to free).
+int
+uvmcopy(pagetable_t old, pagetable_t new, uint64 sz)
+{
+  uint64 va = 0;
+  int err = 0;
+
+  while(va < sz && !err){
+    pte_t *pte = walk(old, va, 0);
+    if(pte == 0){
+      va = nextregion(va);
+      continue;
+    }
+    if(*pte & PTE_V){
+      if(COW_ALLOC)
+        err = share_page(new, va, pte);
+      else
+        err = copy_page(new, va, pte);
+    }
+    if(!err)
+      va += PGSIZE;
+  }
+  if(COW_ALLOC)
+    sfence_vma();  // parent PTEs may have lost PTE_W
+  if(err){
+    uvmunmap(new, 0, va / PGSIZE, 1);
+    return -1;
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- sbrk and page faults
+
+// Contract: sbrk's policy. Grow (n > 0) or shrink (n < 0) the calling process's memory
+// by n bytes; returns 0, or -1 with nothing changed.
+//   grow:   the new size must not pass TRAPFRAME (the top of user space).
+//           LAZY_ALLOC=1: only p->sz rises; vmfault() maps each page on first touch.
+//           LAZY_ALLOC=0: every new page is mapped now, or none is (out of memory: -1).
+//   shrink: the new size must not go below p->heapbase (sbrk cannot release the
+//           program, its stack or its guard page); the mapped pages of the released
+//           range are unmapped and their references dropped, holes skipped.
+int
+growproc(int n)
+{
+  struct proc *p = myproc();
+  uint64 oldsz = p->sz;
+  uint64 newsz = oldsz + (long)n;  // n < 0 wraps below oldsz
+
+  if(n > 0){
+    if(newsz < oldsz || newsz > TRAPFRAME)
+      return -1;
+    if(!LAZY_ALLOC){
+      // Refuse at once what cannot fit, so that a failed sbrk does not even leave
+      // the page-table pages of a half-built mapping behind (they would stay until exit).
+      if((PGROUNDUP(newsz) - PGROUNDUP(oldsz)) / PGSIZE > kfreepages())
+        return -1;
+      if(uvmalloc(p->pagetable, oldsz, newsz, PTE_W) == 0)
+        return -1;
+    }
+  } else if(n < 0){
+    if(newsz > oldsz || newsz < p->heapbase)
+      return -1;
+    uvmdealloc(p->pagetable, oldsz, newsz);
+    sfence_vma();
+  }
+  p->sz = newsz;
+  return 0;
+}
+
+// LAZY_ALLOC=1. Contract: map a zeroed, writable user page at page-aligned va, which is
+// in p's heap and unmapped. Returns 0, or -1 if out of memory.
+static int
+lazyfault(struct proc *p, uint64 va)
+{
+  char *mem = kalloc();
+  if(mem == 0)
+    return -1;
+  memset(mem, 0, PGSIZE);
+  if(mappages(p->pagetable, va, PGSIZE, (uint64)mem, PTE_R | PTE_W | PTE_U) != 0){
+    kfree(mem);
+    return -1;
+  }
+  flushva(va);
+  p->lazy_faults++;
+  return 0;
+}
+
+// COW_ALLOC=1. Contract: a store hit the COW page that *pte (p's PTE for va) maps; give
+// that PTE a private writable page. Returns 0, or -1 if out of memory (PTE unchanged).
+//
+// Why "refcount == 1 -> reuse" is safe without holding kmem.lock across the decision:
+// our PTE owns one of the references, so a count of 1 means no other PTE maps the page.
+// A new reference could only come from fork() copying a table that maps the page, and
+// the only such table is p's own, changed only by p's thread, which is here. So the
+// count stays 1 until we are done. In the copy branch the count may fall meanwhile
+// (others exit or copy); then our copy was merely unnecessary, and our kfree() frees
+// the page if we were the last. Other owners never write the page (their PTEs are
+// read-only), and a krefcount() that reads 1 runs after the kfree() that made it 1,
+// which ran after that owner's copy had read the page.
+static int
+cowfault(struct proc *p, uint64 va, pte_t *pte)
+{
+  uint64 pa = PTE2PA(*pte);
+  int flags = (PTE_FLAGS(*pte) | PTE_W) & ~PTE_COW;
+
+  p->cow_faults++;
+  if(krefcount((void *)pa) == 1){
+    *pte = PA2PTE(pa) | flags;
+    p->cow_reuses++;
+  } else {
+    char *mem = kalloc();
+    if(mem == 0)
+      return -1;
+    memmove(mem, (char *)pa, PGSIZE);
+    *pte = PA2PTE(mem) | flags;
+    kfree((void *)pa);
+    p->cow_copies++;
+  }
+  flushva(va);
+  return 0;
+}
+
+// Contract: resolve a page fault of process p (running on this hart, in its own trap or
+// system call) at user address va; is_store is 1 for a store/AMO (or copyout), 0 for a
+// load or instruction fetch. Returns 0 if the access can be retried, -1 if it cannot
+// (the caller kills p). Never panics on a bad address.
+//   valid user PTE with PTE_COW, is_store, COW_ALLOC=1  -> cowfault(): copy or reuse
+//   no valid PTE, heapbase <= va < sz, LAZY_ALLOC=1     -> lazyfault(): zeroed page
+//   anything else: above sz, the guard page (no PTE_U), read-only text, trapframe,
+//   trampoline, va >= MAXVA                               -> -1
+int
+vmfault(struct proc *p, uint64 va, int is_store)
+{
+  if(va >= MAXVA)
+    return -1;
+  va = PGROUNDDOWN(va);
+
+  pte_t *pte = walk(p->pagetable, va, 0);
+  if(pte && (*pte & PTE_V)){
+    if(COW_ALLOC && is_store && (*pte & PTE_U) && (*pte & PTE_COW))
+      return cowfault(p, va, pte);
+    return -1;
+  }
+  if(LAZY_ALLOC && va >= p->heapbase && va < p->sz)
+    return lazyfault(p, va);
+  return -1;
+}
+
+// ---------------------------------------------------------------- memstat
+
+// Contract: add to ms the page-table pages of the tree at pagetable (level = 2 for the
+// root) and its user leaves: mapped_pages (PTE_U leaves) and shared_pages (those whose
+// physical page has more than one reference).
+static void
+countwalk(pagetable_t pagetable, int level, struct memstat *ms)
+{
+  ms->pt_pages++;
+  for(int i = 0; i < 512; i++){
+    pte_t pte = pagetable[i];
+    if((pte & PTE_V) == 0)
+      continue;
+    if(level > 0 && PTE_FLAGS(pte) == PTE_V){
+      countwalk((pagetable_t)PTE2PA(pte), level - 1, ms);
+    } else if(pte & PTE_U){
+      ms->mapped_pages++;
+      if(krefcount((void *)PTE2PA(pte)) > 1)
+        ms->shared_pages++;
+    }
+  }
+}
+
+// Contract: fill *ms with a snapshot of p's memory (p must be the caller, or not
+// running) and of the physical allocator. See kernel/memstat.h and docs/memory.md.
+void
+vmstat(struct proc *p, struct memstat *ms)
+{
+  memset(ms, 0, sizeof(*ms));
+  ms->vpages = PGROUNDUP(p->sz) / PGSIZE;
+  countwalk(p->pagetable, 2, ms);
+  ms->free_pages = kfreepages();
+  ms->total_pages = ktotalpages();
+  ms->lazy_faults = p->lazy_faults;
+  ms->cow_faults = p->cow_faults;
+  ms->cow_copies = p->cow_copies;
+  ms->cow_reuses = p->cow_reuses;
+  ms->lazy_alloc = LAZY_ALLOC;
+  ms->cow_alloc = COW_ALLOC;
+  ms->ncpu = nharts();
+  ms->memsize_mb = MEMSIZE_MB;
+}
+
+// ---------------------------------------------------------------- copying to/from user
+
+// Contract: the leaf PTE of user address va in pagetable, usable for a store (is_store)
+// or a load, or 0 if there is none. When pagetable is the calling process's own, an
+// unmapped lazy heap page or (for a store) a COW page is first resolved by vmfault(),
+// exactly as if user code had touched it. Other tables (exec's new one) are used as
+// they are.
+static pte_t *
+userpte(pagetable_t pagetable, uint64 va, int is_store)
+{
+  if(va >= MAXVA)
+    return 0;
+  pte_t *pte = walk(pagetable, va, 0);
+  int missing = pte == 0 || (*pte & PTE_V) == 0;
+  if(missing || (is_store && (*pte & PTE_COW))){
+    struct proc *p = myproc();
+    if(p == 0 || p->pagetable != pagetable || vmfault(p, va, is_store) != 0)
+      return 0;
+    pte = walk(pagetable, va, 0);
+  }
+  if(pte == 0 || (*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
+    return 0;
+  if(is_store && (*pte & PTE_W) == 0)
+    return 0;
+  return pte;
+}
+
+// Contract: copy len bytes from kernel address src to user address dstva of pagetable.
+// Returns 0, or -1 if some destination page is not writable user memory.
+int
+copyout(pagetable_t pagetable, uint64 dstva, char *src, uint64 len)
+{
+  while(len > 0){
+    uint64 va0 = PGROUNDDOWN(dstva);
+    pte_t *pte = userpte(pagetable, va0, 1);
+    if(pte == 0)
+      return -1;
+    uint64 n = PGSIZE - (dstva - va0);
+    if(n > len)
+      n = len;
+    memmove((char *)(PTE2PA(*pte) + (dstva - va0)), src, n);
+    len -= n;
+    src += n;
+    dstva += n;
+  }
+  return 0;
+}
+
+// Contract: copy len bytes from user address srcva of pagetable to kernel address dst.
+// Returns 0, or -1 if some source page is not readable user memory.
+int
+copyin(pagetable_t pagetable, char *dst, uint64 srcva, uint64 len)
+{
+  while(len > 0){
+    uint64 va0 = PGROUNDDOWN(srcva);
+    pte_t *pte = userpte(pagetable, va0, 0);
+    if(pte == 0)
+      return -1;
+    uint64 n = PGSIZE - (srcva - va0);
+    if(n > len)
+      n = len;
+    memmove(dst, (char *)(PTE2PA(*pte) + (srcva - va0)), n);
+    len -= n;
+    dst += n;
+    srcva += n;
+  }
+  return 0;
+}
+
+// Contract: copy a NUL-terminated string from user address srcva of pagetable to dst,
+// at most max bytes including the NUL. Returns 0, or -1 if the string has no NUL
+// within max bytes or runs into memory that is not readable user memory.
+int
+copyinstr(pagetable_t pagetable, char *dst, uint64 srcva, uint64 max)
+{
+  while(max > 0){
+    uint64 va0 = PGROUNDDOWN(srcva);
+    pte_t *pte = userpte(pagetable, va0, 0);
+    if(pte == 0)
+      return -1;
+    char *p = (char *)(PTE2PA(*pte) + (srcva - va0));
+    uint64 n = PGSIZE - (srcva - va0);
+    if(n > max)
+      n = max;
+    for(uint64 i = 0; i < n; i++){
+      dst[i] = p[i];
+      if(p[i] == 0)
+        return 0;
+    }
+    max -= n;
+    dst += n;
+    srcva += n;
+  }
+  return -1;
+}

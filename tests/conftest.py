@@ -1,0 +1,152 @@
+"""Shared fixtures: the checkout, kernels built through make (once per session), a fake QEMU."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nexos.build import build_one
+from nexos.config import BuildConfig
+from nexos.toolchain import ToolchainError, find_toolchain
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def build_kernel():
+    """build_kernel(config, llm=False) -> build dir; runs make once per (config, llm) per
+    session. A missing toolchain or a failed build fails the test with the reason."""
+    done: dict[tuple[BuildConfig, bool], Path] = {}
+
+    def build(config: BuildConfig, llm: bool = False) -> Path:
+        key = (config, llm)
+        if key not in done:
+            try:
+                find_toolchain()
+            except ToolchainError as e:
+                pytest.fail(f"cannot build the kernel for this test: {e}", pytrace=False)
+            if not (REPO / "Makefile").is_file():
+                pytest.fail("no Makefile in the checkout; cannot build the kernel", pytrace=False)
+            res = build_one(REPO, config, llm)
+            if not res.ok:
+                pytest.fail(f"make for {config.name} failed:\n{res.excerpt}", pytrace=False)
+            done[key] = res.build_dir
+        return done[key]
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def kernel11(build_kernel) -> tuple[BuildConfig, Path]:
+    """The LAZY_ALLOC=1 COW_ALLOC=1 kernel, built."""
+    cfg = BuildConfig(1, 1)
+    return cfg, build_kernel(cfg)
+
+
+FAKE_QEMU = r'''
+import sys, time
+SEED_LAZY = """[smolprobe] loading LLM assets...
+[smolprobe] request prompt_tokens=3 gen_tokens=10
+[smolprobe] kv_capacity max_pages=2880 active_pages_est=180
+[smolprobe] running decode...
+[smolprobe] SUMMARY max_kv_pages=2880 actual_mapped_pages=179 saved_pages=2701 saved_percent=93%
+[smolprobe] reserve_phase virtual_pages=2880 mapped_pages=0 used_pages=0
+[smolprobe] decode_phase mapped_pages=179 used_pages=185 active_pages_est=180
+[smolprobe] verdict=LAZY_STYLE reserve kept KV pages unmapped; decode allocated on demand
+"""
+args = sys.argv[1:]
+mem = args[args.index("-m") + 1].rstrip("M")
+cpus = args[args.index("-smp") + 1]
+lazy = "0" if "lazy0" in " ".join(args) else "1"
+out = sys.stdout
+def say(s):
+    out.write(s.replace("\n", "\r\n")); out.flush()
+say("\nfake-qemu booting\nnexos: LAZY_ALLOC=%s COW_ALLOC=1 cpus=%s mem=%sM\n" % (lazy, cpus, mem))
+say("init: starting sh\n$ ")
+for line in sys.stdin:
+    cmd = line.strip()
+    say(cmd + "\n")
+    if cmd == "crash":
+        say("about to die\npanic: fake kernel panic\nbacktrace: 0x80001234\n")
+        while True:
+            time.sleep(1)
+    elif cmd == "hang":
+        while True:
+            time.sleep(1)
+    elif cmd == "noeol":
+        say("no newline at the end")
+    elif cmd.startswith("echo "):
+        say(cmd[5:] + "\n")
+    elif cmd == "usertests":
+        say("test a: OK\nALL TESTS PASSED\n")
+    elif cmd == "lazytests":
+        say("test lazy: FAILED\nSOME TESTS FAILED\n")
+    elif cmd == "cowtests":
+        say("test cow: \npanic: fake cow panic\n")
+        while True:
+            time.sleep(1)
+    elif cmd == "smolprobe --prompt-tokens 1,2,3 --gen-len 10":
+        say(SEED_LAZY)
+    elif cmd.startswith("smolprobe --prompt-tokens 1,2,3 --gen-len 1000000"):
+        say("[smolprobe] error: prompt+gen (1000003) exceeds seq_len (256)\n")
+    elif cmd == "tests":
+        say("test one: OK\nusertrap: pid 3 name t cause 13 va 0x0\nSOME TESTS FAILED\n")
+    elif cmd:
+        say("exec %s failed\n" % cmd.split()[0])
+    say("$ ")
+'''
+
+
+@pytest.fixture
+def fake_qemu(tmp_path: Path) -> dict[str, Path | str]:
+    """A stand-in for qemu-system-riscv64 speaking the console protocol (boot line, prompt,
+    echo), with commands `crash` (panic), `hang`, `noeol`, `echo X`, `tests`, usertests
+    (pass), lazytests (fail), cowtests (panic), and the default smolprobe run (seed output).
+    Also a fake checkout (`repo`) whose build/lazy1-cow1 holds a kernel and both images."""
+    script = tmp_path / "fake-qemu"
+    script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(FAKE_QEMU))
+    os.chmod(script, 0o755)
+    kernel = tmp_path / "lazy1-cow1-kernel"
+    image = tmp_path / "fs.img"
+    kernel.write_bytes(b"\0")
+    image.write_bytes(b"\0" * 1024)
+    fake_repo = tmp_path / "repo"
+    bd = fake_repo / "build" / "lazy1-cow1"
+    bd.mkdir(parents=True)
+    (fake_repo / "kernel").mkdir()
+    (fake_repo / "user").mkdir()
+    for name in ("kernel", "fs.img", "fs-llm.img"):
+        (bd / name).write_bytes(b"\0")
+    return {"qemu": str(script), "kernel": kernel, "image": image, "repo": fake_repo}
+
+
+def proc_alive(pid: int) -> bool:
+    """True if `pid` exists and is not a zombie (reads /proc, no psutil)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def children_of(pid: int) -> list[int]:
+    """PIDs whose parent is `pid`."""
+    kids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(d.name))
+    return kids

@@ -1,0 +1,459 @@
+// lazytests: lazy sbrk (LAZY_ALLOC=1) checked with exact page counts from memstat(), and the
+// eager fallback (LAZY_ALLOC=0) where a test's lazy behaviour does not apply.
+//
+//   lazytests          run every test
+//   lazytests NAME     run only the test NAME
+//
+// Every test runs in its own child; the free-page count must be back at its value from before
+// the test once the child is reaped. Last line: ALL TESTS PASSED or SOME TESTS FAILED.
+
+#include "user/testlib.h"
+
+// Make the heap top page-aligned and return it.
+static char *align_heap(void)
+{
+  char *t = sbrk(0);
+  uint64 pad = PGROUNDUP((uint64)t) - (uint64)t;
+  if (pad)
+    CHECK(sbrk(pad) == t, "sbrk(%ld) to align the heap failed", (long)pad);
+  return sbrk(0);
+}
+
+// Two snapshots in a row: the first may itself cause a fault on the stack page (COW),
+// the second is a clean baseline.
+static void snap2(struct memstat *m)
+{
+  snap(m);
+  snap(m);
+}
+
+static long dmapped(struct memstat *a, struct memstat *b) { return (long)b->mapped_pages - (long)a->mapped_pages; }
+static long dpt(struct memstat *a, struct memstat *b) { return (long)b->pt_pages - (long)a->pt_pages; }
+static long dused(struct memstat *a, struct memstat *b) { return (long)a->free_pages - (long)b->free_pages; }
+
+// The physical pages a step used must be the mapped pages plus the page-table pages it added.
+static void check_used(struct memstat *a, struct memstat *b, const char *step)
+{
+  CHECK(dused(a, b) == dmapped(a, b) + dpt(a, b),
+        "%s: %ld pages used but %ld mapped + %ld page-table pages", step, dused(a, b),
+        dmapped(a, b), dpt(a, b));
+}
+
+// Sparse touches in a 1 GiB region map exactly the touched pages, one lazy fault each;
+// shrinking frees them. LAZY_ALLOC=0: a request larger than memory fails and maps nothing.
+static void sparse(void)
+{
+  struct memstat m0, m1, m2, m3;
+  const long npages = (1L << 30) / PGSIZE;
+  char *p;
+  int touched = 0;
+
+  align_heap();
+  snap2(&m0);
+  if (!m0.lazy_alloc) {
+    long big = (long)(m0.total_pages + 1024) * PGSIZE;
+    CHECK(big < 0x7fffffffL, "memory too large for this test");
+    CHECK(sbrk((int)big) == (char *)-1, "sbrk larger than memory succeeded without LAZY_ALLOC");
+    snap(&m1);
+    CHECK(m1.vpages == m0.vpages && dmapped(&m0, &m1) == 0 && dused(&m0, &m1) == 0,
+          "failed sbrk changed vpages %ld->%ld mapped %ld used %ld", (long)m0.vpages,
+          (long)m1.vpages, dmapped(&m0, &m1), dused(&m0, &m1));
+    CHECK(m1.lazy_faults == 0, "lazy_faults %ld without LAZY_ALLOC", (long)m1.lazy_faults);
+    return;
+  }
+  p = sbrk(1 << 30);
+  CHECK(p != (char *)-1, "sbrk(1 GiB) failed with LAZY_ALLOC=1");
+  snap(&m1);
+  CHECK((long)(m1.vpages - m0.vpages) == npages, "vpages grew by %ld", (long)(m1.vpages - m0.vpages));
+  CHECK(dmapped(&m0, &m1) == 0, "sbrk mapped %ld pages", dmapped(&m0, &m1));
+  CHECK(m1.lazy_faults == m0.lazy_faults, "sbrk itself counted lazy faults");
+  // Store into 48 pages spread over the region, load from 16 more (they read as zero).
+  for (long i = 0; i < 48; i++) {
+    long pg = (i * 5471 + 3) % npages;
+    p[pg * PGSIZE + (i * 8) % PGSIZE] = (char)(i + 1);
+    touched++;
+  }
+  for (long i = 0; i < 16; i++) {
+    long pg = (i * 7919 + 100001) % npages;
+    CHECK(p[pg * PGSIZE + 77] == 0, "fresh lazy page not zero");
+    touched++;
+  }
+  p[npages * PGSIZE - 1] = 9;   // the region's very last byte
+  touched++;
+  snap(&m2);
+  CHECK(dmapped(&m1, &m2) == touched, "touched %d pages, %ld mapped", touched, dmapped(&m1, &m2));
+  CHECK((long)(m2.lazy_faults - m1.lazy_faults) == touched, "touched %d pages, %ld lazy faults",
+        touched, (long)(m2.lazy_faults - m1.lazy_faults));
+  check_used(&m1, &m2, "touching");
+  for (long i = 0; i < 48; i++) {
+    long pg = (i * 5471 + 3) % npages;
+    CHECK(p[pg * PGSIZE + (i * 8) % PGSIZE] == (char)(i + 1), "value lost in page %ld", pg);
+  }
+  snap(&m3);
+  CHECK(dmapped(&m2, &m3) == 0 && m3.lazy_faults == m2.lazy_faults, "re-reading mapped more pages");
+  CHECK(sbrk(-(1 << 30)) == p + (1L << 30), "shrink");
+  snap(&m3);
+  CHECK(dmapped(&m0, &m3) == 0, "after shrink %ld pages still mapped", dmapped(&m0, &m3));
+  CHECK(dused(&m0, &m3) == dpt(&m0, &m3), "after shrink %ld pages used, %ld of them page tables",
+        dused(&m0, &m3), dpt(&m0, &m3));
+}
+
+// Touching k pages of a fresh 64 MiB region maps exactly k; touching them again maps none.
+// LAZY_ALLOC=0: sbrk maps all 16384 pages at once and touches map nothing more.
+static void touchk(void)
+{
+  struct memstat m0, m1, m2, m3;
+  const int npages = (64 << 20) / PGSIZE, k = 37;
+  int pages[k];
+  char *p;
+
+  align_heap();
+  snap2(&m0);
+  p = sbrk(64 << 20);
+  CHECK(p != (char *)-1, "sbrk(64 MiB) failed");
+  snap(&m1);
+  CHECK(dmapped(&m0, &m1) == (m0.lazy_alloc ? 0 : npages), "sbrk(64 MiB) mapped %ld pages",
+        dmapped(&m0, &m1));
+  check_used(&m0, &m1, "sbrk");
+  tl_srand(1234);
+  for (int i = 0; i < k; i++) {
+    int again;
+    do {
+      pages[i] = rnd() % npages;
+      again = 0;
+      for (int j = 0; j < i; j++)
+        if (pages[j] == pages[i])
+          again = 1;
+    } while (again);
+  }
+  snap(&m1);
+  for (int i = 0; i < k; i++) {
+    char *a = p + (long)pages[i] * PGSIZE + (i * 64) % PGSIZE;
+    if (i % 3 == 0)
+      CHECK(*a == 0, "fresh page %d not zero", pages[i]);
+    else
+      *a = (char)i;
+  }
+  snap(&m2);
+  CHECK(dmapped(&m1, &m2) == (m0.lazy_alloc ? k : 0), "touching %d pages mapped %ld", k,
+        dmapped(&m1, &m2));
+  CHECK((long)(m2.lazy_faults - m1.lazy_faults) == (m0.lazy_alloc ? k : 0),
+        "lazy_faults grew by %ld for %d touches", (long)(m2.lazy_faults - m1.lazy_faults), k);
+  check_used(&m1, &m2, "touching");
+  for (int i = 0; i < k; i++)
+    p[(long)pages[i] * PGSIZE + 5] = 1;
+  snap(&m3);
+  CHECK(dmapped(&m2, &m3) == 0, "touching the same pages again mapped %ld", dmapped(&m2, &m3));
+}
+
+// Pages spanned by [a, a+n).
+static long span(char *a, long n)
+{
+  return (PGROUNDUP((uint64)a + n) - PGROUNDDOWN((uint64)a)) / PGSIZE;
+}
+
+// System calls read from and write into heap pages nobody has touched yet: read() from a file,
+// write(), pipe(), pipe read/write, fstat(), wait(). Copies into unmapped pages map exactly
+// the pages they cover (LAZY_ALLOC=1).
+static void sysbuf(void)
+{
+  struct memstat m0, m1;
+  int lazy, fd, n = 3 * PGSIZE;
+  char *h;
+
+  make_file("ltfile", n, 7);
+  align_heap();
+  h = sbrk(64 * PGSIZE);
+  CHECK(h != (char *)-1, "sbrk failed");
+  snap2(&m0);
+  lazy = m0.lazy_alloc;
+
+  // read() from a file into 4 untouched pages.
+  char *rb = h + 100;
+  fd = open("ltfile", O_RDONLY);
+  CHECK(fd >= 0, "open ltfile");
+  snap(&m0);
+  CHECK(read(fd, rb, n) == n, "read into an untouched heap buffer failed");
+  snap(&m1);
+  close(fd);
+  if (lazy)
+    CHECK(dmapped(&m0, &m1) == span(rb, n), "read mapped %ld pages, buffer spans %ld",
+          dmapped(&m0, &m1), span(rb, n));
+  for (int i = 0; i < n; i++)
+    CHECK(rb[i] == pattern(7, i), "read() data wrong at %d", i);
+
+  // write() from untouched pages writes zeros.
+  char *wb = h + 8 * PGSIZE + 1000;
+  fd = open("ltzero", O_CREATE | O_WRONLY | O_TRUNC);
+  CHECK(fd >= 0, "create ltzero");
+  snap(&m0);
+  CHECK(write(fd, wb, 2 * PGSIZE) == 2 * PGSIZE, "write from an untouched heap buffer failed");
+  snap(&m1);
+  close(fd);
+  CHECK(dmapped(&m0, &m1) <= (lazy ? span(wb, 2 * PGSIZE) : 0), "write mapped %ld pages", dmapped(&m0, &m1));
+  fd = open("ltzero", O_RDONLY);
+  char small[512];
+  int r, total = 0;
+  while ((r = read(fd, small, sizeof(small))) > 0) {
+    for (int i = 0; i < r; i++)
+      CHECK(small[i] == 0, "untouched heap memory written as nonzero");
+    total += r;
+  }
+  close(fd);
+  CHECK(total == 2 * PGSIZE, "ltzero holds %d bytes", total);
+
+  // pipe() into an untouched page, then a transfer between two untouched buffers.
+  int *fds = (int *)(h + 12 * PGSIZE + 40);
+  snap(&m0);
+  CHECK(pipe(fds) == 0, "pipe() into an untouched heap page failed");
+  snap(&m1);
+  if (lazy)
+    CHECK(dmapped(&m0, &m1) == 1, "pipe() mapped %ld pages", dmapped(&m0, &m1));
+  char *src = h + 13 * PGSIZE, *dst = h + 20 * PGSIZE + 3;
+  int pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    close(fds[0]);
+    for (int i = 0; i < 3 * PGSIZE; i += 1111)
+      src[i] = (char)i;
+    exit(write(fds[1], src, 3 * PGSIZE) == 3 * PGSIZE ? 0 : 2);
+  }
+  close(fds[1]);
+  snap(&m0);
+  total = 0;
+  while (total < 3 * PGSIZE && (r = read(fds[0], dst + total, 3 * PGSIZE - total)) > 0)
+    total += r;
+  snap(&m1);
+  close(fds[0]);
+  CHECK(total == 3 * PGSIZE, "pipe delivered %d bytes", total);
+  for (int i = 0; i < 3 * PGSIZE; i++)
+    CHECK(dst[i] == (i % 1111 == 0 ? (char)i : 0), "pipe data wrong at %d", i);
+  if (lazy)
+    CHECK(dmapped(&m0, &m1) == span(dst, 3 * PGSIZE), "pipe read mapped %ld pages, spans %ld",
+          dmapped(&m0, &m1), span(dst, 3 * PGSIZE));
+
+  // wait() status into an untouched page (the pipe child above is still to be reaped).
+  int *stp = (int *)(h + 30 * PGSIZE + 8);
+  snap(&m0);
+  CHECK(wait(stp) == pid, "wait into an untouched heap page failed");
+  snap(&m1);
+  CHECK(*stp == 0, "pipe child status %d", *stp);
+  if (lazy)
+    CHECK(dmapped(&m0, &m1) == 1, "wait mapped %ld pages", dmapped(&m0, &m1));
+
+  // fstat() into a struct straddling two untouched pages.
+  struct stat *sp = (struct stat *)(h + 33 * PGSIZE - 8);
+  fd = open("ltfile", O_RDONLY);
+  snap(&m0);
+  CHECK(fstat(fd, sp) == 0, "fstat into untouched heap pages failed");
+  snap(&m1);
+  close(fd);
+  CHECK(sp->type == T_FILE && sp->size == (uint64)n, "fstat data wrong (type %d size %ld)",
+        sp->type, (long)sp->size);
+  if (lazy)
+    CHECK(dmapped(&m0, &m1) == 2, "fstat mapped %ld pages, struct spans 2", dmapped(&m0, &m1));
+  unlink("ltfile");
+  unlink("ltzero");
+}
+
+// exec() reads its arguments from heap pages that are not mapped: argv's terminating null
+// pointer and an argument's terminating zero byte lie on untouched pages.
+static void execargs(void)
+{
+  int pid, st = -99;
+  char *h;
+  align_heap();
+  h = sbrk(4 * PGSIZE);
+  CHECK(h != (char *)-1, "sbrk failed");
+  pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    // page 0: the program path and argv[0..1] at the page's end; page 1: argv[2] (null,
+    // untouched); page 2: "--lazyarg" ending at the page end; page 3: its zero (untouched).
+    char **argv = (char **)(h + PGSIZE - 16);
+    char *path = h + 64;
+    char *arg = h + 3 * PGSIZE - 9;
+    strcpy(path, tl_self);
+    memmove(arg, "--lazyarg", 9);
+    argv[0] = path;
+    argv[1] = arg;
+    exec(path, argv);
+    exit(3);
+  }
+  CHECK(wait(&st) == pid, "wait");
+  CHECK(st == 61, "exec with arguments on lazy pages: status %d, expected 61", st);
+}
+
+// sbrk(n<0) frees exactly the mapped pages of the released range.
+static void shrink(void)
+{
+  struct memstat m0, m1, m2;
+  char *p;
+  int inrange = 0;
+  align_heap();
+  p = sbrk(256 * PGSIZE);
+  CHECK(p != (char *)-1, "sbrk failed");
+  for (int i = 0; i < 256; i += 6) {
+    p[i * PGSIZE] = 1;
+    if (i >= 128)
+      inrange++;
+  }
+  snap2(&m0);
+  long expect = m0.lazy_alloc ? inrange : 128;
+  CHECK(sbrk(-128 * PGSIZE) == p + 256 * PGSIZE, "shrink return value");
+  snap(&m1);
+  CHECK(-dmapped(&m0, &m1) == expect, "shrink unmapped %ld pages, expected %ld", -dmapped(&m0, &m1), expect);
+  CHECK(-dused(&m0, &m1) == expect - dpt(&m0, &m1), "shrink freed %ld pages, expected %ld (+%ld page tables)",
+        -dused(&m0, &m1), expect, -dpt(&m0, &m1));
+  for (int i = 0; i < 128; i += 6)
+    CHECK(p[i * PGSIZE] == 1, "kept page %d lost its data", i);
+  // Regrow: the pages come back unmapped (lazy) and zero.
+  CHECK(sbrk(128 * PGSIZE) == p + 128 * PGSIZE, "regrow");
+  snap(&m2);
+  CHECK(dmapped(&m1, &m2) == (m0.lazy_alloc ? 0 : 128), "regrow mapped %ld", dmapped(&m1, &m2));
+  for (int i = 128; i < 256; i += 6)
+    CHECK(p[i * PGSIZE] == 0, "regrown page %d not zero", i);
+}
+
+static void store_at(uint64 va) { *(volatile char *)va = 1; }
+static void load_at(uint64 va) { if (*(volatile char *)va == 123) exit(9); }
+
+static void expect_killed(void (*f)(uint64), uint64 va, const char *what)
+{
+  int st = child_status(f, va);
+  CHECK(st == -1, "%s at %p: status %d, expected -1 (killed)", what, (void *)va, st);
+}
+
+// Faults above the heap top (after a lazy sbrk), on the stack guard page and on kernel
+// addresses kill the process; the kernel goes on.
+static void badfault(void)
+{
+  char *p;
+  align_heap();
+  p = sbrk(16 * PGSIZE + 100);
+  CHECK(p != (char *)-1, "sbrk failed");
+  uint64 top = PGROUNDUP((uint64)sbrk(0));
+  expect_killed(load_at, top, "load just above the heap");
+  expect_killed(store_at, top + 40 * PGSIZE, "store above the heap");
+  expect_killed(load_at, guard_page() + 16, "load from the guard page");
+  expect_killed(store_at, guard_page() + 16, "store to the guard page");
+  expect_killed(store_at, KERNBASE, "store to KERNBASE");
+  expect_killed(load_at, TRAPFRAME + 8, "load from the trapframe");
+  expect_killed(load_at, MAXVA + 8 * PGSIZE, "load above MAXVA");
+  // Inside the heap, the last partial page is fine.
+  CHECK(child_status(store_at, (uint64)p + 16 * PGSIZE + 99) == 0, "store to the heap's last byte");
+  // A region released by sbrk(n<0) faults again.
+  sbrk(-8 * PGSIZE);
+  expect_killed(store_at, (uint64)p + 12 * PGSIZE, "store into a released region");
+  kernel_alive();
+}
+
+// Out of memory on a lazy fault kills the culprit only: a sibling holding memory keeps its
+// data, and every page comes back. LAZY_ALLOC=0: the too-big sbrk fails and maps nothing.
+static void lazyoom(void)
+{
+  struct memstat m0, m1;
+  int ready[2], go[2], sib, culprit, st;
+  char c;
+  snap2(&m0);
+  CHECK(pipe(ready) == 0 && pipe(go) == 0, "pipe");
+  sib = fork();
+  CHECK(sib >= 0, "fork");
+  if (sib == 0) {
+    char *q = sbrk(4 << 20);
+    if (q == (char *)-1)
+      exit(2);
+    for (int i = 0; i < (4 << 20); i += 512)
+      q[i] = (char)(i >> 9);
+    write(ready[1], "r", 1);
+    read(go[0], &c, 1);
+    for (int i = 0; i < (4 << 20); i += 512)
+      if (q[i] != (char)(i >> 9))
+        exit(3);
+    exit(0);
+  }
+  CHECK(read(ready[0], &c, 1) == 1, "sibling did not start");
+  culprit = fork();
+  CHECK(culprit >= 0, "fork");
+  if (culprit == 0) {
+    struct memstat a, b;
+    snap2(&a);
+    uint64 want = (a.free_pages + 8192) * PGSIZE, got = 0;
+    if (!a.lazy_alloc) {
+      if (want < 0x7fffffffUL && sbrk((int)want) != (char *)-1)
+        exit(4);   // sbrk larger than free memory succeeded without LAZY_ALLOC
+      snap(&b);
+      exit(b.mapped_pages == a.mapped_pages && b.vpages == a.vpages ? 0 : 5);
+    }
+    while (got < want) {
+      if (sbrk(1 << 26) == (char *)-1)
+        exit(6);
+      got += 1 << 26;
+    }
+    char *base = sbrk(0) - got;
+    for (uint64 off = 0; off < got; off += PGSIZE)
+      base[off] = 1;
+    exit(7);
+  }
+  st = -99;
+  CHECK(wait(&st) == culprit, "wait culprit");
+  CHECK(st == (m0.lazy_alloc ? -1 : 0), "culprit exit status %d", st);
+  write(go[1], "g", 1);
+  CHECK(wait(&st) == sib && st == 0, "sibling lost its memory (status %d)", st);
+  close(ready[0]); close(ready[1]); close(go[0]); close(go[1]);
+  kernel_alive();
+  snap(&m1);
+  CHECK(m1.free_pages == m0.free_pages, "free pages %ld before, %ld after", (long)m0.free_pages,
+        (long)m1.free_pages);
+}
+
+// fork copies (or shares) only what is mapped: the child has the parent's mapped-page count,
+// sees the parent's data, and finds untouched pages zero.
+static void forkholes(void)
+{
+  struct memstat m0;
+  char *p;
+  int pid, st = -99;
+  align_heap();
+  p = sbrk(512 * PGSIZE);
+  CHECK(p != (char *)-1, "sbrk failed");
+  for (int i = 0; i < 512; i += 50)
+    p[i * PGSIZE + 1] = (char)(i + 1);
+  snap2(&m0);
+  pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    struct memstat c;
+    if (memstat(&c) < 0 || memstat(&c) < 0)
+      exit(2);
+    if (c.mapped_pages != m0.mapped_pages)
+      exit(3);
+    for (int i = 0; i < 512; i++)
+      if (p[i * PGSIZE + 1] != (i % 50 == 0 ? (char)(i + 1) : 0))
+        exit(4);
+    exit(0);
+  }
+  CHECK(wait(&st) == pid, "wait");
+  CHECK(st != 3, "child's mapped pages differ from the parent's");
+  CHECK(st == 0, "child status %d", st);
+}
+
+static const struct test tests[] = {
+  { "sparse", sparse, 1 },
+  { "touchk", touchk, 1 },
+  { "sysbuf", sysbuf, 1 },
+  { "execargs", execargs, 1 },
+  { "shrink", shrink, 1 },
+  { "badfault", badfault, 1 },
+  { "forkholes", forkholes, 1 },
+  { "lazyoom", lazyoom, 1 },
+  { 0, 0, 0 },
+};
+
+int main(int argc, char **argv)
+{
+  tl_init(argv[0]);
+  if (argc == 2 && strcmp(argv[1], "--lazyarg") == 0)
+    exit(61);
+  exit(run_tests(tests, argc, argv, 1));
+}

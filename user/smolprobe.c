@@ -1,0 +1,1163 @@
+// smolprobe: a SmolLM-135M-architecture transformer whose KV cache lives in one sbrk()
+// reservation, run to show what lazy allocation does for an LLM server's KV memory.
+//
+// It loads a NexOS checkpoint (docs/checkpoint.md), allocates and touches everything the
+// model needs except the KV cache, snapshots memstat(), reserves the whole KV cache for
+// seq_len positions with one sbrk() (never memset), snapshots again, feeds the prompt and
+// generates, snapshots a third time, and prints how many KV pages the kernel mapped in each
+// phase against the reservation (DESIGN.md section 5).
+//
+// The file reads top to bottom: the model (config, weights, loader), the neural-net
+// blocks, forward(), the sampler, the KV reservation and page accounting, the generation
+// loop, the command line.
+#include "kernel/types.h"
+#include "kernel/stat.h"
+#include "kernel/fcntl.h"
+#include "kernel/memstat.h"
+#include "user/user.h"
+
+// The numerics must round exactly like the numpy reference (nexos.model.reference):
+// a*b+c is a multiply rounded to float then an add, never a fused multiply-add.
+#pragma GCC optimize("fp-contract=off")
+
+#define PGSIZE 4096
+#define HEADER_SIZE 256
+#define FORMAT_VERSION 1
+#define WEIGHT_F32 0
+#define WEIGHT_INT8 1
+#define DEFAULT_SEQ_LEN 256
+#define DEFAULT_MODEL "/model.bin"
+#define MAX_DIM (1 << 24)         // bound on every header size (keeps products in range)
+#define READ_CHUNK (1 << 20)      // bytes per read() while loading the checkpoint
+
+// ============================================================================ the model
+
+// The checkpoint header (docs/checkpoint.md), plus derived sizes.
+struct config {
+  int dim;          // model width (576)
+  int hidden_dim;   // SwiGLU inner width (1536)
+  int n_layers;     // 30
+  int n_heads;      // query heads (9)
+  int n_kv_heads;   // key/value heads (3): query head h uses kv head h / (n_heads/n_kv_heads)
+  int vocab_size;   // 49152
+  int max_seq_len;  // longest context the model supports (2048)
+  int weight_type;  // WEIGHT_F32 or WEIGHT_INT8
+  int group_size;   // int8: values per scale (64)
+  int tied;         // 1: the classifier is the token embedding
+  float rope_theta; // 10000
+  float norm_eps;   // 1e-5
+  int head_dim;     // dim / n_heads (64)
+  int kv_dim;       // n_kv_heads * head_dim (192)
+};
+
+// A weight matrix [rows][cols] (y = W x), a view into the loaded file.
+// float32 checkpoints: f holds the values. int8 checkpoints: q holds the quantized values
+// *biased by +128* (the loader flips bit 7 of every byte, so q = w + 128 in 1..255; see
+// matvec_q8 for why) and s one float32 scale per group of group_size values along a row.
+struct matrix {
+  int rows, cols;
+  float *f;
+  uchar *q;
+  float *s;
+};
+
+// All weights; every pointer points into the one buffer holding the checkpoint file.
+struct weights {
+  float *rms_att;            // [n_layers][dim]
+  float *rms_ffn;            // [n_layers][dim]
+  float *rms_final;          // [dim]
+  struct matrix embedding;   // [vocab][dim]
+  struct matrix *wq;         // [n_layers] of [n_heads*head_dim][dim]
+  struct matrix *wk;         // [n_layers] of [kv_dim][dim]
+  struct matrix *wv;         // [n_layers] of [kv_dim][dim]
+  struct matrix *wo;         // [n_layers] of [dim][n_heads*head_dim]
+  struct matrix *w_gate;     // [n_layers] of [hidden][dim]
+  struct matrix *w_down;     // [n_layers] of [dim][hidden]
+  struct matrix *w_up;       // [n_layers] of [hidden][dim]
+  struct matrix classifier;  // [vocab][dim]; the embedding when tied
+};
+
+// Activations and the KV cache. Everything but the KV cache is allocated and touched by
+// alloc_state() before the first memstat snapshot; the KV cache is the sbrk reservation.
+struct state {
+  float *x;          // [dim] the residual stream
+  float *xb;         // [dim] normalised input / attention output
+  float *xb2;        // [dim] a sub-layer's output before the residual add
+  float *hb;         // [hidden] gate, then silu(gate) * up
+  float *hb2;        // [hidden] up
+  float *q;          // [dim] the query
+  float *att;        // [n_heads][seq_len] attention weights
+  float *logits;     // [vocab]
+  // the prepared input of matvec (prepare_input): int8 path
+  signed char *xq;   // [max(dim, hidden)] quantized input
+  float *xs;         // [groups] their scales
+  int *xsum;         // [groups] sum of xq over each group
+  uint64 *xp;        // [max/2] xq in packed pairs (see matvec_q8)
+  const float *xf;   // the input itself: float32 path
+  float *rope_cos;   // [seq_len][head_dim/2] cos(pos * freq_i)
+  float *rope_sin;   // [seq_len][head_dim/2]
+  float *key_cache;  // [n_layers][seq_len][kv_dim], in the sbrk reservation
+  float *value_cache;// [n_layers][seq_len][kv_dim], right after the keys
+  int seq_len;
+};
+
+struct model {
+  struct config c;
+  struct weights w;
+  uchar *file;       // the whole checkpoint
+  uint64 file_size;
+};
+
+// Print "[smolprobe] error: <a><b>" and exit with status 1.
+static void
+die(const char *a, const char *b)
+{
+  fprintf(2, "[smolprobe] error: %s%s\n", a, b);
+  exit(1);
+}
+
+// Print "[smolprobe] error: <a><n><b>" and exit with status 1.
+static void
+die_num(const char *a, long n, const char *b)
+{
+  fprintf(2, "[smolprobe] error: %s%ld%s\n", a, n, b);
+  exit(1);
+}
+
+// malloc(n) or die: the out-of-memory error is a message, never a fault.
+static void *
+xmalloc(uint64 n, const char *what)
+{
+  void *p = n < 0x7fff0000UL ? malloc((uint)n) : 0;
+  if(p == 0){
+    fprintf(2, "[smolprobe] error: out of memory allocating %s (%lu bytes)\n", what, n);
+    exit(1);
+  }
+  return p;
+}
+
+// Little-endian fields of the header.
+static uint32
+get_u32(const uchar *p)
+{
+  return p[0] | (p[1] << 8) | (p[2] << 16) | ((uint32)p[3] << 24);
+}
+
+static float
+get_f32(const uchar *p)
+{
+  union { uint32 u; float f; } v;
+  v.u = get_u32(p);
+  return v.f;
+}
+
+// Bytes of one weight block of rows x cols values.
+static uint64
+block_bytes(const struct config *c, int rows, int cols)
+{
+  uint64 n = (uint64)rows * cols;
+  if(c->weight_type == WEIGHT_F32)
+    return 4 * n;
+  return n + 4 * (n / c->group_size);
+}
+
+// Bytes of the whole file that the header c implies: header, norms, blocks in file order.
+static uint64
+checkpoint_bytes(const struct config *c)
+{
+  uint64 d = c->dim, h = c->hidden_dim, qd = (uint64)c->n_heads * c->head_dim;
+  uint64 n = HEADER_SIZE + 4 * (2 * c->n_layers * d + d);
+  n += block_bytes(c, c->vocab_size, c->dim);
+  n += c->n_layers * (block_bytes(c, qd, d) + 2 * block_bytes(c, c->kv_dim, d) +
+                      block_bytes(c, d, qd) + 2 * block_bytes(c, h, d) +
+                      block_bytes(c, d, h));
+  if(!c->tied)
+    n += block_bytes(c, c->vocab_size, c->dim);
+  return n;
+}
+
+// Fill c from the 256-byte header h; dies with the reason unless it is a checkpoint this
+// program can run (the checks of docs/checkpoint.md).
+static void
+parse_header(const uchar *h, struct config *c)
+{
+  if(memcmp(h, "NEXOSLM\0", 8) != 0)
+    die("model: bad magic (not a NexOS checkpoint)", "");
+  uint32 version = get_u32(h + 8);
+  if(version != FORMAT_VERSION)
+    die_num("model: unsupported format version ", version, " (this smolprobe reads 1)");
+  int *fields[] = { &c->dim, &c->hidden_dim, &c->n_layers, &c->n_heads, &c->n_kv_heads,
+                    &c->vocab_size, &c->max_seq_len };
+  const char *names[] = { "dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
+                          "vocab_size", "max_seq_len" };
+  for(int i = 0; i < 7; i++){
+    uint32 v = get_u32(h + 12 + 4 * i);
+    if(v == 0 || v >= MAX_DIM){
+      fprintf(2, "[smolprobe] error: model: config %s = %u is out of range\n", names[i], v);
+      exit(1);
+    }
+    *fields[i] = (int)v;
+  }
+  uint32 wtype = get_u32(h + 40), group = get_u32(h + 44), tied = get_u32(h + 48);
+  c->rope_theta = get_f32(h + 52);
+  c->norm_eps = get_f32(h + 56);
+  if(c->dim % c->n_heads)
+    die("model: corrupt config: dim is not a multiple of n_heads", "");
+  if(c->n_heads % c->n_kv_heads)
+    die("model: corrupt config: n_heads is not a multiple of n_kv_heads", "");
+  c->head_dim = c->dim / c->n_heads;
+  c->kv_dim = c->n_kv_heads * c->head_dim;
+  if(c->head_dim % 2)
+    die("model: corrupt config: head_dim is odd (RoPE rotates pairs)", "");
+  if(wtype != WEIGHT_F32 && wtype != WEIGHT_INT8)
+    die_num("model: unknown weight_type ", wtype, " (0 = float32, 1 = int8)");
+  if(tied > 1)
+    die_num("model: corrupt config: tied_embeddings = ", tied, " (must be 0 or 1)");
+  c->weight_type = wtype;
+  c->tied = tied;
+  c->group_size = wtype == WEIGHT_INT8 ? (int)group : 0;
+  if(wtype == WEIGHT_INT8 &&
+     (group == 0 || group >= MAX_DIM || c->dim % group || c->hidden_dim % group))
+    die_num("model: int8 group_size ", group, " does not divide dim and hidden_dim");
+  if(!(c->rope_theta > 0.0f && c->rope_theta < 1e30f))
+    die("model: corrupt config: rope_theta must be a positive number", "");
+  if(!(c->norm_eps >= 0.0f && c->norm_eps < 1.0f))
+    die("model: corrupt config: norm_eps must be in [0, 1)", "");
+}
+
+// Flip bit 7 of n int8 weights in place: w (-127..127) becomes w + 128 (1..255).
+static void
+bias_int8(uchar *q, uint64 n)
+{
+  uint64 i = 0;
+  if(((uint64)q & 7) == 0)
+    for(; i + 8 <= n; i += 8)
+      *(uint64 *)(q + i) ^= 0x8080808080808080UL;
+  for(; i < n; i++)
+    q[i] ^= 0x80;
+}
+
+// Make *m a view of the weight block of rows x cols at *p, and advance *p past it.
+static void
+take_block(struct model *mo, uchar **p, struct matrix *m, int rows, int cols)
+{
+  uint64 n = (uint64)rows * cols;
+  m->rows = rows;
+  m->cols = cols;
+  m->f = 0;
+  m->q = 0;
+  m->s = 0;
+  if(mo->c.weight_type == WEIGHT_F32){
+    m->f = (float *)*p;
+  } else {
+    m->q = *p;
+    m->s = (float *)(*p + n);
+    bias_int8(m->q, n);
+  }
+  *p += block_bytes(&mo->c, rows, cols);
+}
+
+// Point every weight of mo into mo->file, in the file order of docs/checkpoint.md.
+static void
+map_weights(struct model *mo)
+{
+  struct config *c = &mo->c;
+  struct weights *w = &mo->w;
+  int L = c->n_layers, d = c->dim, h = c->hidden_dim, qd = c->n_heads * c->head_dim;
+  uchar *p = mo->file + HEADER_SIZE;
+
+  w->rms_att = (float *)p;
+  p += 4UL * L * d;
+  w->rms_ffn = (float *)p;
+  p += 4UL * L * d;
+  w->rms_final = (float *)p;
+  p += 4UL * d;
+  take_block(mo, &p, &w->embedding, c->vocab_size, d);
+
+  struct matrix *all = xmalloc(7UL * L * sizeof(struct matrix), "weight table");
+  struct matrix **lists[7] = { &w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_down,
+                               &w->w_up };
+  int rows[7] = { qd, c->kv_dim, c->kv_dim, d, h, d, h };
+  int cols[7] = { d, d, d, qd, d, h, d };
+  for(int k = 0; k < 7; k++){
+    *lists[k] = all + k * L;
+    for(int l = 0; l < L; l++)
+      take_block(mo, &p, &(*lists[k])[l], rows[k], cols[k]);
+  }
+  if(c->tied)
+    w->classifier = w->embedding;
+  else
+    take_block(mo, &p, &w->classifier, c->vocab_size, d);
+}
+
+// Load the checkpoint at path into one buffer (read, so every page is written) and map
+// the weights; dies with a clear message for a missing, truncated or corrupt file.
+static void
+load_model(const char *path, struct model *mo)
+{
+  uchar header[HEADER_SIZE];
+  struct stat st;
+  int fd = open(path, O_RDONLY);
+  if(fd < 0)
+    die("cannot open model ", path);
+  if(fstat(fd, &st) < 0 || st.type != T_FILE)
+    die("model is not a regular file: ", path);
+  if(st.size < HEADER_SIZE)
+    die_num("model: file too short for the header (", (long)st.size, " bytes, need 256)");
+  if(read(fd, header, HEADER_SIZE) != HEADER_SIZE)
+    die("model: cannot read the header of ", path);
+  parse_header(header, &mo->c);
+  uint64 want = checkpoint_bytes(&mo->c);
+  if(st.size != want){
+    fprintf(2, "[smolprobe] error: model: file is %lu bytes but its header implies %lu (%s)\n",
+            st.size, want, st.size < want ? "truncated" : "has extra bytes");
+    exit(1);
+  }
+  mo->file_size = want;
+  mo->file = xmalloc(want, "the model");
+  memcpy(mo->file, header, HEADER_SIZE);
+  for(uint64 off = HEADER_SIZE; off < want; ){
+    int n = want - off < READ_CHUNK ? (int)(want - off) : READ_CHUNK;
+    int got = read(fd, mo->file + off, n);
+    if(got <= 0)
+      die("model: read failed before the end of ", path);
+    off += got;
+  }
+  close(fd);
+  map_weights(mo);
+}
+
+// ============================================================================ neural-net blocks
+
+// o = w * (x / sqrt(mean(x^2) + eps)), elementwise over n values (o may be x).
+static void
+rmsnorm(float *o, const float *x, const float *w, int n, float eps)
+{
+  float ss = 0.0f;
+  for(int i = 0; i < n; i++)
+    ss += x[i] * x[i];
+  ss = ss / (float)n + eps;
+  float inv = 1.0f / sqrtf(ss);
+  for(int i = 0; i < n; i++)
+    o[i] = w[i] * (x[i] * inv);
+}
+
+// In place: x = exp(x - max) / sum, the sum taken left to right.
+static void
+softmax(float *x, int n)
+{
+  float max = x[0];
+  for(int i = 1; i < n; i++)
+    if(x[i] > max)
+      max = x[i];
+  float sum = 0.0f;
+  for(int i = 0; i < n; i++){
+    x[i] = expf(x[i] - max);
+    sum += x[i];
+  }
+  for(int i = 0; i < n; i++)
+    x[i] = x[i] / sum;
+}
+
+// round(x) with halves away from zero, for |x| < 2^31 (C's roundf, exact).
+static int
+round_half_away(float x)
+{
+  int t = (int)x;               // truncates toward zero
+  float frac = x - (float)t;    // exact
+  if(frac >= 0.5f)
+    t++;
+  else if(frac <= -0.5f)
+    t--;
+  return t;
+}
+
+// Make x[0..n) the input of the following matvec() calls. For int8 models quantize it
+// group by group with the weights' rule (scale max|x|/127, q = round(x/scale) clamped to
+// +-127), sum each group's q and pack the q's in pairs for matvec_q8. x must stay alive.
+static void
+prepare_input(struct state *s, const struct config *c, const float *x, int n)
+{
+  s->xf = x;
+  if(c->weight_type != WEIGHT_INT8)
+    return;
+  int gs = c->group_size;
+  for(int g = 0; g < n / gs; g++){
+    const float *xg = x + g * gs;
+    signed char *qg = s->xq + g * gs;
+    float amax = 0.0f;
+    for(int i = 0; i < gs; i++){
+      float a = xg[i] < 0.0f ? -xg[i] : xg[i];
+      if(a > amax)
+        amax = a;
+    }
+    float scale = amax / 127.0f;
+    int sum = 0;
+    for(int i = 0; i < gs; i++){
+      int q = 0;
+      if(scale != 0.0f){
+        q = round_half_away(xg[i] / scale);
+        q = q > 127 ? 127 : q < -127 ? -127 : q;
+      }
+      qg[i] = (signed char)q;
+      sum += q;
+    }
+    s->xs[g] = scale;
+    s->xsum[g] = sum;
+  }
+  // Pair k of each 8 values (k = 0..3) packs x[k+4] in the low half, x[k] in the high.
+  for(int j = 0; j < n / 8; j++){
+    const signed char *x8 = s->xq + 8 * j;
+    for(int k = 0; k < 4; k++)
+      s->xp[4 * j + k] = (uint64)(long)x8[k + 4] + ((uint64)(long)x8[k] << 32);
+  }
+}
+
+// out[r] = W[r] . x for a float32 matrix (4 partial sums; order differs from numpy's BLAS
+// by rounding only).
+static void
+matvec_f32(const struct matrix *m, const float *x, float *out)
+{
+  for(int r = 0; r < m->rows; r++){
+    const float *w = m->f + (uint64)r * m->cols;
+    float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    int i = 0;
+    for(; i + 4 <= m->cols; i += 4){
+      a0 += w[i] * x[i];
+      a1 += w[i + 1] * x[i + 1];
+      a2 += w[i + 2] * x[i + 2];
+      a3 += w[i + 3] * x[i + 3];
+    }
+    for(; i < m->cols; i++)
+      a0 += w[i] * x[i];
+    out[r] = (a0 + a1) + (a2 + a3);
+  }
+}
+
+// The int8 product of one group, the plain way: sum of (q - 128) * x.
+static int
+group_dot_plain(const uchar *q, const signed char *x, int n)
+{
+  int sum = 0;
+  for(int i = 0; i < n; i++)
+    sum += ((int)q[i] - 128) * x[i];
+  return sum;
+}
+
+// Two int8 products per multiply. Eight biased weights u0..u7 load as one 64-bit word;
+// masking with M keeps bytes k and k+4 as two 32-bit lanes: P = u_k + u_{k+4} 2^32.
+// The input pair was packed as X = x_{k+4} + x_k 2^32, so modulo 2^64
+//   P * X = u_k x_{k+4}  +  (u_k x_k + u_{k+4} x_{k+4}) 2^32,
+// the wanted dot product in the high lane. Summing over a group keeps the low lane below
+// 2^31 in magnitude (at most 2048 terms of 255*127 for groups up to 4096 values), so the
+// low 32 bits, sign-extended, are exactly the low sum and the high 32 bits after removing
+// them are the dot product of the biased weights; subtracting 128 * sum(x) un-biases it.
+// This is why the loader biases the weights: masked bytes are unsigned.
+#define LANES 0x000000FF000000FFUL
+
+// The dot product of one group: n biased weights at w (8-aligned) with the packed input.
+static int
+unpack_lanes(uint64 t, int xsum)
+{
+  int low = (int)(uint32)t;
+  int high = (int)(uint32)((t - (uint64)(long)low) >> 32);
+  return high - 128 * xsum;
+}
+
+// out[r] = W[r] . x for an int8 matrix with the input prepared by prepare_input.
+// Per group g: isum exact in int32, then acc += (float)isum * (sw * sx), groups in order.
+// Two rows at a time share the loads of the packed input.
+static void
+matvec_q8(const struct matrix *m, const struct state *s, int gs, float *out)
+{
+  int cols = m->cols, ng = cols / gs, words = gs / 8;
+  int fast = gs % 8 == 0 && gs <= 4096 && ((uint64)m->q & 7) == 0 && cols % 8 == 0;
+  int r = 0;
+  if(fast){
+    for(; r + 2 <= m->rows; r += 2){
+      const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * cols);
+      const uint64 *w1 = (const uint64 *)(m->q + (uint64)(r + 1) * cols);
+      const float *s0 = m->s + (uint64)r * ng, *s1 = s0 + ng;
+      float acc0 = 0.0f, acc1 = 0.0f;
+      for(int g = 0; g < ng; g++){
+        const uint64 *xp = s->xp + g * 4 * words;
+        uint64 t0 = 0, t1 = 0;
+        for(int j = 0; j < words; j++){
+          uint64 a = w0[j], b = w1[j];
+          uint64 p0 = xp[0], p1 = xp[1], p2 = xp[2], p3 = xp[3];
+          t0 += (a & LANES) * p0 + ((a >> 8) & LANES) * p1 +
+                ((a >> 16) & LANES) * p2 + ((a >> 24) & LANES) * p3;
+          t1 += (b & LANES) * p0 + ((b >> 8) & LANES) * p1 +
+                ((b >> 16) & LANES) * p2 + ((b >> 24) & LANES) * p3;
+          xp += 4;
+        }
+        w0 += words;
+        w1 += words;
+        float sx = s->xs[g];
+        acc0 += (float)unpack_lanes(t0, s->xsum[g]) * (s0[g] * sx);
+        acc1 += (float)unpack_lanes(t1, s->xsum[g]) * (s1[g] * sx);
+      }
+      out[r] = acc0;
+      out[r + 1] = acc1;
+    }
+  }
+  for(; r < m->rows; r++){      // the odd last row, or any row when not aligned
+    const uchar *q = m->q + (uint64)r * cols;
+    const float *sr = m->s + (uint64)r * ng;
+    float acc = 0.0f;
+    for(int g = 0; g < ng; g++){
+      int isum = group_dot_plain(q + g * gs, s->xq + g * gs, gs);
+      acc += (float)isum * (sr[g] * s->xs[g]);
+    }
+    out[r] = acc;
+  }
+}
+
+// out = W x for the input of the last prepare_input().
+static void
+matvec(const struct model *mo, const struct matrix *m, const struct state *s, float *out)
+{
+  if(mo->c.weight_type == WEIGHT_INT8)
+    matvec_q8(m, s, mo->c.group_size, out);
+  else
+    matvec_f32(m, s->xf, out);
+}
+
+// x = row `token` of the embedding (dequantized: q * s rounded to float).
+static void
+embed(const struct model *mo, int token, float *x)
+{
+  const struct matrix *e = &mo->w.embedding;
+  int d = e->cols;
+  if(e->f){
+    memcpy(x, e->f + (uint64)token * d, d * sizeof(float));
+    return;
+  }
+  int gs = mo->c.group_size;
+  const uchar *q = e->q + (uint64)token * d;
+  const float *sc = e->s + (uint64)token * (d / gs);
+  for(int i = 0; i < d; i++)
+    x[i] = (float)((int)q[i] - 128) * sc[i / gs];
+}
+
+// Rotate each head of v (n_heads heads of head_dim) by position pos, Hugging Face's
+// half rotation: (a, b) = (h[i], h[i+half]) -> (a cos - b sin, b cos + a sin).
+static void
+rope(const struct state *s, int head_dim, float *v, int n_heads, int pos)
+{
+  int half = head_dim / 2;
+  const float *cs = s->rope_cos + pos * half, *sn = s->rope_sin + pos * half;
+  for(int h = 0; h < n_heads; h++){
+    float *hv = v + h * head_dim;
+    for(int i = 0; i < half; i++){
+      float a = hv[i], b = hv[i + half];
+      hv[i] = a * cs[i] - b * sn[i];
+      hv[i + half] = b * cs[i] + a * sn[i];
+    }
+  }
+}
+
+// The cos/sin tables for positions 0..seq_len-1: freq_i = theta^(-2i/head_dim) and angle
+// pos * freq_i, all in float32 as the reference computes them.
+static void
+rope_tables(const struct config *c, struct state *s)
+{
+  int half = c->head_dim / 2;
+  for(int i = 0; i < half; i++){
+    float freq = powf(c->rope_theta, -((float)i * 2.0f) / (float)c->head_dim);
+    for(int pos = 0; pos < s->seq_len; pos++){
+      float angle = (float)pos * freq;
+      s->rope_cos[pos * half + i] = cosf(angle);
+      s->rope_sin[pos * half + i] = sinf(angle);
+    }
+  }
+}
+
+// ============================================================================ forward
+
+// Grouped-query attention of layer l at position pos: s->q (roped queries) against cache
+// rows 0..pos; the result [n_heads*head_dim] goes to s->xb.
+static void
+attention(const struct config *c, struct state *s, int l, int pos)
+{
+  int hd = c->head_dim, per_kv = c->n_heads / c->n_kv_heads;
+  float scale = sqrtf((float)hd);
+  uint64 layer = (uint64)l * s->seq_len * c->kv_dim;
+  for(int h = 0; h < c->n_heads; h++){
+    const float *q = s->q + h * hd;
+    float *att = s->att + h * s->seq_len;
+    int kvo = (h / per_kv) * hd;              // this head's slice of a cache row
+    for(int t = 0; t <= pos; t++){
+      const float *k = s->key_cache + layer + (uint64)t * c->kv_dim + kvo;
+      float dot = 0.0f;
+      for(int i = 0; i < hd; i++)
+        dot += q[i] * k[i];
+      att[t] = dot / scale;
+    }
+    softmax(att, pos + 1);
+    float *o = s->xb + h * hd;
+    for(int i = 0; i < hd; i++)
+      o[i] = 0.0f;
+    for(int t = 0; t <= pos; t++){
+      const float *v = s->value_cache + layer + (uint64)t * c->kv_dim + kvo;
+      float a = att[t];
+      for(int i = 0; i < hd; i++)
+        o[i] += a * v[i];
+    }
+  }
+}
+
+// Feed token at position pos: writes K/V cache row pos of every layer; when want_logits,
+// leaves the next-token logits [vocab] in s->logits.
+static void
+forward(const struct model *mo, struct state *s, int token, int pos, int want_logits)
+{
+  const struct config *c = &mo->c;
+  const struct weights *w = &mo->w;
+  int d = c->dim, kvd = c->kv_dim;
+
+  embed(mo, token, s->x);                                 // x [dim]
+  for(int l = 0; l < c->n_layers; l++){
+    uint64 row = ((uint64)l * s->seq_len + pos) * kvd;
+    float *k = s->key_cache + row, *v = s->value_cache + row;
+
+    // attention: xb = rmsnorm(x); q,k,v = W xb; rope(q,k); x += wo . attend(q, K, V)
+    rmsnorm(s->xb, s->x, w->rms_att + l * d, d, c->norm_eps);
+    prepare_input(s, c, s->xb, d);
+    matvec(mo, &w->wq[l], s, s->q);                        // q [n_heads*head_dim]
+    matvec(mo, &w->wk[l], s, k);                           // k [kv_dim] -> cache row pos
+    matvec(mo, &w->wv[l], s, v);                           // v [kv_dim] -> cache row pos
+    rope(s, c->head_dim, s->q, c->n_heads, pos);
+    rope(s, c->head_dim, k, c->n_kv_heads, pos);
+    attention(c, s, l, pos);                               // xb [n_heads*head_dim]
+    prepare_input(s, c, s->xb, d);
+    matvec(mo, &w->wo[l], s, s->xb2);                      // xb2 [dim]
+    for(int i = 0; i < d; i++)
+      s->x[i] += s->xb2[i];
+
+    // feed-forward: x += w_down . (silu(w_gate . xb) * (w_up . xb)), xb = rmsnorm(x)
+    rmsnorm(s->xb, s->x, w->rms_ffn + l * d, d, c->norm_eps);
+    prepare_input(s, c, s->xb, d);
+    matvec(mo, &w->w_gate[l], s, s->hb);                   // hb [hidden]
+    matvec(mo, &w->w_up[l], s, s->hb2);                    // hb2 [hidden]
+    for(int i = 0; i < c->hidden_dim; i++){
+      float g = s->hb[i];
+      s->hb[i] = (g / (1.0f + expf(-g))) * s->hb2[i];
+    }
+    prepare_input(s, c, s->hb, c->hidden_dim);
+    matvec(mo, &w->w_down[l], s, s->xb2);                  // xb2 [dim]
+    for(int i = 0; i < d; i++)
+      s->x[i] += s->xb2[i];
+  }
+  if(!want_logits)
+    return;
+  rmsnorm(s->xb, s->x, w->rms_final, d, c->norm_eps);
+  prepare_input(s, c, s->xb, d);
+  matvec(mo, &w->classifier, s, s->logits);               // logits [vocab]
+}
+
+// ============================================================================ the sampler
+
+// Greedy decoding, or temperature sampling with a seeded xorshift64* coin
+// (docs/checkpoint.md "Sampling"); identical to nexos.model.sampler.
+struct sampler {
+  float temperature;   // 0: arg-max
+  uint64 state;        // xorshift64* state, never 0
+  float *probs;        // [vocab] scratch, allocated and touched before the snapshots
+  int vocab;
+};
+
+static void
+sampler_init(struct sampler *sp, float temperature, uint64 seed, float *probs, int vocab)
+{
+  sp->temperature = temperature;
+  sp->state = seed ? seed : 0x9E3779B97F4A7C15UL;
+  sp->probs = probs;
+  sp->vocab = vocab;
+}
+
+// A coin in [0, 1) with 24 random bits.
+static float
+sampler_coin(struct sampler *sp)
+{
+  uint64 x = sp->state;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  sp->state = x;
+  uint32 u = (uint32)((x * 0x2545F4914F6CDD1DUL) >> 32);
+  return (float)(u >> 8) / 16777216.0f;
+}
+
+// The index of the largest value (the lowest index on a tie).
+static int
+argmax(const float *v, int n)
+{
+  int best = 0;
+  for(int i = 1; i < n; i++)
+    if(v[i] > v[best])
+      best = i;
+  return best;
+}
+
+// The next token from logits (which are left unchanged).
+static int
+sample(struct sampler *sp, const float *logits)
+{
+  int n = sp->vocab;
+  if(sp->temperature <= 0.0f)
+    return argmax(logits, n);
+  float *p = sp->probs;
+  for(int i = 0; i < n; i++)
+    p[i] = logits[i] / sp->temperature;
+  softmax(p, n);
+  float coin = sampler_coin(sp), cdf = 0.0f;
+  for(int i = 0; i < n; i++){
+    cdf += p[i];
+    if(cdf > coin)
+      return i;
+  }
+  return n - 1;
+}
+
+// ============================================================================ KV reservation
+
+// The KV cache of one request: one page-aligned sbrk reservation of
+// 2 * n_layers regions ("key" layers then "value" layers), each seq_len rows of kv_dim
+// float32. Nothing writes it until forward() stores row pos, so under lazy allocation a
+// page is mapped when the first row that lies on it is written.
+struct kv_plan {
+  uint64 region_bytes;  // seq_len * kv_dim * 4
+  uint64 bytes;         // 2 * n_layers * region_bytes
+  long max_pages;       // pages of the reservation
+};
+
+static void
+kv_plan(const struct config *c, int seq_len, struct kv_plan *kp)
+{
+  kp->region_bytes = (uint64)seq_len * c->kv_dim * sizeof(float);
+  kp->bytes = 2UL * c->n_layers * kp->region_bytes;
+  kp->max_pages = (kp->bytes + PGSIZE - 1) / PGSIZE;
+}
+
+// Pages that rows [0, rows) touch, summed over the 2 * n_layers regions (region r starts
+// at byte r * region_bytes of the page-aligned reservation).
+static long
+kv_active_pages(const struct config *c, const struct kv_plan *kp, int rows)
+{
+  long pages = 0;
+  uint64 row_bytes = (uint64)c->kv_dim * sizeof(float);
+  if(rows <= 0)
+    return 0;
+  for(int r = 0; r < 2 * c->n_layers; r++){
+    uint64 start = r * kp->region_bytes, end = start + rows * row_bytes;   // [start, end)
+    pages += (end - 1) / PGSIZE - start / PGSIZE + 1;
+  }
+  return pages;
+}
+
+// Move the break to a page boundary (so the reservation starts on one). Called before
+// the first snapshot; the pad lies on an already-counted page.
+static void
+kv_align_break(void)
+{
+  uint64 brk = (uint64)sbrk(0);
+  int pad = (int)((PGSIZE - brk % PGSIZE) % PGSIZE);
+  if(pad && sbrk(pad) == (char *)-1)
+    die("out of memory aligning the KV reservation", "");
+}
+
+// The one sbrk() that reserves the whole KV cache (never written here: no memset).
+static void
+kv_reserve(struct state *s, const struct config *c, const struct kv_plan *kp)
+{
+  if(kp->bytes > 0x7ffff000UL)
+    die_num("KV cache too large for one sbrk: ", (long)kp->bytes, " bytes (lower --seq-len)");
+  char *base = sbrk((int)kp->bytes);
+  if(base == (char *)-1)
+    die_num("out of memory: sbrk of the KV cache (", (long)kp->bytes, " bytes) failed");
+  s->key_cache = (float *)base;
+  s->value_cache = (float *)(base + c->n_layers * kp->region_bytes);
+}
+
+// Difference of two snapshots: mapped PTEs of this process, and physical pages in use.
+static long
+mapped_delta(const struct memstat *a, const struct memstat *b)
+{
+  return (long)b->mapped_pages - (long)a->mapped_pages;
+}
+
+static long
+used_delta(const struct memstat *a, const struct memstat *b)
+{
+  return ((long)b->total_pages - (long)b->free_pages) -
+         ((long)a->total_pages - (long)a->free_pages);
+}
+
+// floor(a / b) for b > 0.
+static long
+floor_div(long a, long b)
+{
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+// The SUMMARY, phase and verdict lines from the three snapshots.
+static void
+report(const struct kv_plan *kp, long active, const struct memstat *before,
+       const struct memstat *reserved, const struct memstat *done)
+{
+  long max = kp->max_pages;
+  long rmap = mapped_delta(before, reserved), dmap = mapped_delta(reserved, done);
+  long actual = rmap + dmap, saved = max - actual;
+  printf("[smolprobe] SUMMARY max_kv_pages=%ld actual_mapped_pages=%ld saved_pages=%ld "
+         "saved_percent=%ld%%\n", max, actual, saved, floor_div(100 * saved, max));
+  printf("[smolprobe] reserve_phase virtual_pages=%ld mapped_pages=%ld used_pages=%ld\n",
+         (long)reserved->vpages - (long)before->vpages, rmap, used_delta(before, reserved));
+  printf("[smolprobe] decode_phase mapped_pages=%ld used_pages=%ld active_pages_est=%ld\n",
+         dmap, used_delta(reserved, done), active);
+  if(100 * rmap <= max)
+    printf("[smolprobe] verdict=LAZY_STYLE reserve kept KV pages unmapped; "
+           "decode allocated on demand\n");
+  else if(10 * rmap >= 9 * max)
+    printf("[smolprobe] verdict=EAGER_STYLE reserve mapped most KV pages immediately\n");
+  else
+    printf("[smolprobe] verdict=MIXED reserve mapped %ld of %ld KV pages\n", rmap, max);
+}
+
+// ============================================================================ generation
+
+// A request and the command-line switches.
+struct options {
+  const char *model;
+  int *tokens;          // prompt ids, then room for the generated ones
+  int n_prompt;         // P
+  int gen_len;          // G
+  int seq_len;          // 0: min(256, max_seq_len)
+  float temperature;
+  uint64 seed;
+  int print_tokens, print_logits, trace;
+};
+
+// Allocate and touch everything forward() and the sampler use, except the KV cache.
+static void
+alloc_state(const struct config *c, struct state *s, float **probs)
+{
+  int big = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+  int half = c->head_dim / 2, gs = c->group_size ? c->group_size : 1;
+  uint64 fl = sizeof(float);
+  uint64 bytes[] = { c->dim * fl, c->dim * fl, c->dim * fl, c->hidden_dim * fl,
+                     c->hidden_dim * fl, c->dim * fl, (uint64)c->n_heads * s->seq_len * fl,
+                     c->vocab_size * fl, c->vocab_size * fl, (uint64)big, big / gs * fl,
+                     big / gs * sizeof(int), big / 2 * sizeof(uint64) + 8,
+                     (uint64)s->seq_len * half * fl, (uint64)s->seq_len * half * fl };
+  void **ptrs[] = { (void **)&s->x, (void **)&s->xb, (void **)&s->xb2, (void **)&s->hb,
+                    (void **)&s->hb2, (void **)&s->q, (void **)&s->att, (void **)&s->logits,
+                    (void **)probs, (void **)&s->xq, (void **)&s->xs, (void **)&s->xsum,
+                    (void **)&s->xp, (void **)&s->rope_cos, (void **)&s->rope_sin };
+  for(int i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++){
+    *ptrs[i] = xmalloc(bytes[i], "activations");
+    memset(*ptrs[i], 0, bytes[i]);             // touch: map the pages now
+  }
+  rope_tables(c, s);
+}
+
+// Feed positions [from, to): prompt tokens as given, then each sampled token at the next
+// position. The logits of position pos >= P-1 pick token pos+1 (while pos+1 < P+G); the
+// logits of the last position are left in s->logits. With trace, one line per position.
+static void
+run(const struct model *mo, struct state *s, struct sampler *sp, struct options *o,
+    int from, int to, const struct memstat *before)
+{
+  int P = o->n_prompt, total = o->n_prompt + o->gen_len;
+  for(int pos = from; pos < to; pos++){
+    forward(mo, s, o->tokens[pos], pos, pos >= P - 1);
+    if(pos >= P - 1 && pos + 1 < total)
+      o->tokens[pos + 1] = sample(sp, s->logits);
+    if(o->trace){
+      struct memstat now;
+      memstat(&now);
+      printf("[smolprobe] trace step=%d pos=%d kv_mapped_pages=%ld\n", pos - from, pos,
+             mapped_delta(before, &now));
+    }
+  }
+}
+
+// Write a line "<prefix>v,v,...\n" of n ints or floats (%.6f) in 4 KiB writes (one printf
+// per value would be one write per value).
+static void
+print_list(const char *prefix, const int *iv, const float *fv, int n)
+{
+  char *buf = xmalloc(4096 + 64, "output buffer");
+  int len = strlen(prefix);
+  memcpy(buf, prefix, len);
+  for(int i = 0; i < n; i++){
+    char tmp[48];
+    int k = 0, neg;
+    uint64 ip, frac = 0;
+    int fdigits = 0;
+    if(iv){
+      neg = iv[i] < 0;
+      ip = neg ? -(long)iv[i] : iv[i];
+    } else {
+      double v = fv[i];
+      if(v != v){
+        v = 0.0;                                 // NaN cannot occur; print it as 0
+      }
+      neg = v < 0;
+      if(neg)
+        v = -v;
+      if(v > 1e12)
+        v = 1e12;
+      uint64 micro = (uint64)(v * 1e6 + 0.5);
+      ip = micro / 1000000;
+      frac = micro % 1000000;
+      fdigits = 6;
+      neg = neg && micro != 0;
+    }
+    if(i > 0)
+      tmp[k++] = ',';
+    if(neg)
+      tmp[k++] = '-';
+    char digits[24];
+    int nd = 0;
+    do {
+      digits[nd++] = '0' + ip % 10;
+      ip /= 10;
+    } while(ip);
+    while(nd)
+      tmp[k++] = digits[--nd];
+    if(fdigits){
+      tmp[k++] = '.';
+      for(int j = 5; j >= 0; j--){
+        tmp[k + j] = '0' + frac % 10;
+        frac /= 10;
+      }
+      k += 6;
+    }
+    memcpy(buf + len, tmp, k);
+    len += k;
+    if(len >= 4096){
+      write(1, buf, len);
+      len = 0;
+    }
+  }
+  buf[len++] = '\n';
+  write(1, buf, len);
+  free(buf);
+}
+
+// ============================================================================ the CLI
+
+static void
+usage(void)
+{
+  printf("usage: smolprobe --prompt-tokens a,b,c --gen-len N [--seq-len N] [--model PATH]\n"
+         "                 [--temperature T] [--seed S] [--print-tokens] [--print-logits]\n"
+         "                 [--trace] [--help]\n"
+         "Runs a SmolLM-135M-architecture transformer (default model %s) over a KV cache\n"
+         "reserved with one sbrk() for --seq-len positions (default 256), and reports how\n"
+         "many KV pages the kernel mapped while reserving and while decoding.\n"
+         "The default weights are SYNTHETIC (seeded random numbers, `nexos model synth`):\n"
+         "the tokens are meaningless, but the memory behaviour is exactly SmolLM-135M's.\n"
+         "Real weights: `nexos model import` a Hugging Face SmolLM model, then --model.\n"
+         "  --prompt-tokens  comma-separated token ids fed first (at least one)\n"
+         "  --gen-len        tokens to generate (>= 0); every prompt and generated token is\n"
+         "                   fed, so the run writes prompt+gen K/V rows\n"
+         "  --temperature    0 (default) = greedy; > 0 samples with --seed (default 0)\n"
+         "  --print-tokens   print the generated ids; --print-logits the final logits\n"
+         "  --trace          one line per fed position with the KV pages mapped so far\n",
+         DEFAULT_MODEL);
+}
+
+// Parse a decimal integer in [lo, hi] (optional leading '-'), or die naming the flag.
+static long
+parse_long(const char *flag, const char *s, long lo, long hi)
+{
+  const char *p = s;
+  int neg = 0;
+  long v = 0;
+  if(*p == '-'){
+    neg = 1;
+    p++;
+  }
+  if(*p == 0)
+    die(flag, ": expected a number");
+  for(; *p; p++){
+    if(*p < '0' || *p > '9'){
+      fprintf(2, "[smolprobe] error: %s: '%s' is not a decimal number\n", flag, s);
+      exit(1);
+    }
+    v = v * 10 + (*p - '0');
+    if(v > 4000000000L)
+      break;
+  }
+  if(neg)
+    v = -v;
+  if(v < lo || v > hi){
+    fprintf(2, "[smolprobe] error: %s: %s is out of range [%ld, %ld]\n", flag, s, lo, hi);
+    exit(1);
+  }
+  return v;
+}
+
+// Parse "a,b,c" into a fresh array of ids (>= 0, checked against the vocabulary later).
+static int *
+parse_tokens(const char *s, int *count)
+{
+  int n = 1;
+  if(*s == 0)
+    die("--prompt-tokens: empty prompt (give at least one token id)", "");
+  for(const char *p = s; *p; p++)
+    n += *p == ',';
+  if(n > MAX_DIM)
+    die("--prompt-tokens: too many tokens", "");
+  int *ids = xmalloc((uint64)n * sizeof(int), "prompt");
+  const char *p = s;
+  for(int i = 0; i < n; i++){
+    long v = 0;
+    int digits = 0;
+    if(*p == '-')
+      die("--prompt-tokens: token ids cannot be negative: ", s);
+    for(; *p >= '0' && *p <= '9'; p++, digits++)
+      if(v < 1000000000L)
+        v = v * 10 + (*p - '0');
+    if(digits == 0 || (*p != ',' && *p != 0))
+      die("--prompt-tokens: expected comma-separated token ids, got ", s);
+    ids[i] = v > 1000000000L ? 1000000000 : (int)v;
+    if(*p == ',')
+      p++;
+  }
+  *count = n;
+  return ids;
+}
+
+// The value after flag argv[*i], or die.
+static const char *
+flag_value(int argc, char **argv, int *i)
+{
+  if(*i + 1 >= argc)
+    die(argv[*i], ": missing value");
+  return argv[++*i];
+}
+
+static void
+parse_args(int argc, char **argv, struct options *o)
+{
+  memset(o, 0, sizeof(*o));
+  o->model = DEFAULT_MODEL;
+  o->gen_len = -1;
+  for(int i = 1; i < argc; i++){
+    const char *a = argv[i];
+    if(strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0){
+      usage();
+      exit(0);
+    } else if(strcmp(a, "--prompt-tokens") == 0){
+      o->tokens = parse_tokens(flag_value(argc, argv, &i), &o->n_prompt);
+    } else if(strcmp(a, "--gen-len") == 0){
+      o->gen_len = parse_long(a, flag_value(argc, argv, &i), 0, MAX_DIM);
+    } else if(strcmp(a, "--seq-len") == 0){
+      o->seq_len = parse_long(a, flag_value(argc, argv, &i), 1, MAX_DIM);
+    } else if(strcmp(a, "--model") == 0){
+      o->model = flag_value(argc, argv, &i);
+    } else if(strcmp(a, "--temperature") == 0){
+      const char *v = flag_value(argc, argv, &i);
+      char *end;
+      double t = strtod(v, &end);
+      if(end == v || *end != 0 || !(t >= 0.0 && t <= 1e6))
+        die("--temperature: want a number >= 0, got ", v);
+      o->temperature = (float)t;
+    } else if(strcmp(a, "--seed") == 0){
+      o->seed = parse_long(a, flag_value(argc, argv, &i), 0, 0x7fffffffL);
+    } else if(strcmp(a, "--print-tokens") == 0){
+      o->print_tokens = 1;
+    } else if(strcmp(a, "--print-logits") == 0){
+      o->print_logits = 1;
+    } else if(strcmp(a, "--trace") == 0){
+      o->trace = 1;
+    } else {
+      die("unknown flag (try --help): ", a);
+    }
+  }
+  if(o->tokens == 0)
+    die("--prompt-tokens is required (try --help)", "");
+  if(o->gen_len < 0)
+    die("--gen-len is required (try --help)", "");
+}
+
+// Check the request against the model; on success o->tokens has room for P+G ids.
+static void
+check_request(const struct config *c, struct options *o)
+{
+  for(int i = 0; i < o->n_prompt; i++)
+    if(o->tokens[i] >= c->vocab_size){
+      fprintf(2, "[smolprobe] error: token id %d is outside the vocabulary [0, %d)\n",
+              o->tokens[i], c->vocab_size);
+      exit(1);
+    }
+  if(o->seq_len == 0)
+    o->seq_len = c->max_seq_len < DEFAULT_SEQ_LEN ? c->max_seq_len : DEFAULT_SEQ_LEN;
+  if(o->seq_len > c->max_seq_len){
+    fprintf(2, "[smolprobe] error: --seq-len %d exceeds the model's max_seq_len %d\n",
+            o->seq_len, c->max_seq_len);
+    exit(1);
+  }
+  if(o->n_prompt + o->gen_len > o->seq_len){
+    fprintf(2, "[smolprobe] error: prompt (%d) + gen-len (%d) exceeds seq-len %d\n",
+            o->n_prompt, o->gen_len, o->seq_len);
+    exit(1);
+  }
+  int *all = xmalloc((uint64)(o->n_prompt + o->gen_len) * sizeof(int), "tokens");
+  memset(all, 0, (o->n_prompt + o->gen_len) * sizeof(int));
+  memcpy(all, o->tokens, o->n_prompt * sizeof(int));
+  o->tokens = all;
+}
+
+int
+main(int argc, char **argv)
+{
+  static struct model mo;
+  static struct state s;
+  static struct options o;
+  struct sampler sp;
+  struct kv_plan kp;
+  struct memstat before, reserved, done;
+  float *probs;
+
+  parse_args(argc, argv, &o);
+  printf("[smolprobe] loading LLM assets...\n");
+  uint64 t0 = clock_us();
+  load_model(o.model, &mo);
+  check_request(&mo.c, &o);
+  int total = o.n_prompt + o.gen_len;
+  printf("[smolprobe] request prompt_tokens=%d gen_tokens=%d\n", o.n_prompt, o.gen_len);
+
+  s.seq_len = o.seq_len;
+  alloc_state(&mo.c, &s, &probs);
+  sampler_init(&sp, o.temperature, o.seed, probs, mo.c.vocab_size);
+  kv_plan(&mo.c, o.seq_len, &kp);
+  long active = kv_active_pages(&mo.c, &kp, total);
+  printf("[smolprobe] kv_capacity max_pages=%ld active_pages_est=%ld\n", kp.max_pages, active);
+  kv_align_break();
+  uint64 t1 = clock_us();
+
+  // From here to the last snapshot nothing is allocated or first touched but the KV rows.
+  if(memstat(&before) < 0)
+    die("memstat failed", "");
+  kv_reserve(&s, &mo.c, &kp);
+  memstat(&reserved);
+  printf("[smolprobe] running decode...\n");
+  run(&mo, &s, &sp, &o, 0, total, &before);
+  memstat(&done);
+  uint64 t2 = clock_us();
+
+  report(&kp, active, &before, &reserved, &done);
+  uint64 dus = t2 - t1 > 0 ? t2 - t1 : 1;
+  uint64 tps10 = (uint64)total * 10000000UL / dus;   // tokens per second, times 10
+  printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu\n",
+         (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10);
+  if(o.print_tokens)
+    print_list("[smolprobe] tokens=", o.tokens + o.n_prompt, 0, o.gen_len);
+  if(o.print_logits)
+    print_list("[smolprobe] logits=", 0, s.logits, mo.c.vocab_size);
+  exit(0);
+}

@@ -1,0 +1,233 @@
+// testlib.h: the small test harness shared by NexOS's test programs (usertests, stress,
+// lazytests, cowtests, fptest). Header-only: every user/*.c file becomes a program, so the
+// shared code lives here as static functions.
+//
+// A test is a function run in a child process of the runner. It passes by returning (the
+// runner then prints "test <name>: OK"); it fails with FAIL()/CHECK(), which print
+// "test <name>: FAILED <why>" and exit the child with status 1. Any other exit status (-1 when
+// the kernel killed the test process) is reported by the runner. After all tests, the runner
+// compares the allocator's free-page count with the one it saw at the start ("leakcheck") and
+// prints the verdict line ALL TESTS PASSED or SOME TESTS FAILED as the very last line.
+
+#include "kernel/types.h"
+#include "kernel/stat.h"
+#include "kernel/fcntl.h"
+#include "kernel/memstat.h"
+#include "kernel/param.h"
+#include "kernel/memlayout.h"
+#include "kernel/riscv.h"
+#include "user/user.h"
+
+// One named test; quick tests make up the -q subset.
+struct test {
+  const char *name;
+  void (*fn)(void);
+  int quick;
+};
+
+static const char *tl_name = "?";   // the test running in this process (for FAIL)
+static char tl_self[MAXPATH];       // absolute path of this program, for exec tests
+static uint64 tl_stacktop;          // top of the user stack, seen at main's entry
+
+#define FAIL(...) do { \
+    printf("test %s: FAILED ", tl_name); printf(__VA_ARGS__); printf("\n"); exit(1); \
+  } while (0)
+#define CHECK(c, ...) do { if (!(c)) FAIL(__VA_ARGS__); } while (0)
+
+// Fill *m with a memstat snapshot; a failing memstat fails the test.
+static __attribute__((unused)) void snap(struct memstat *m)
+{
+  if (memstat(m) < 0)
+    FAIL("memstat() returned -1");
+}
+
+// The current stack pointer.
+static __attribute__((unused)) inline uint64 tl_sp(void)
+{
+  uint64 x;
+  asm volatile("mv %0, sp" : "=r"(x));
+  return x;
+}
+
+// The stack guard page: the page right under the USERSTACK stack pages (DESIGN §4,
+// memlayout.h). tl_init() must have recorded the stack top.
+static __attribute__((unused)) uint64 guard_page(void)
+{
+  return tl_stacktop - (USERSTACK + 1) * PGSIZE;
+}
+
+// Record what the helpers need: the program's absolute path and the stack top.
+// Call first thing in main.
+static __attribute__((unused)) void tl_init(char *argv0)
+{
+  tl_stacktop = PGROUNDUP(tl_sp());
+  if (argv0[0] == '/') {
+    strncpy(tl_self, argv0, sizeof(tl_self) - 1);
+  } else {
+    tl_self[0] = '/';
+    strncpy(tl_self + 1, argv0, sizeof(tl_self) - 2);
+  }
+}
+
+// A deterministic pseudo-random generator (xorshift64*); seed with tl_srand.
+static uint64 tl_rstate = 88172645463325252UL;
+
+static __attribute__((unused)) void tl_srand(uint64 seed)
+{
+  tl_rstate = seed * 2654435761UL + 0x9E3779B97F4A7C15UL;
+  if (tl_rstate == 0)
+    tl_rstate = 1;
+}
+
+static __attribute__((unused)) uint64 rnd(void)
+{
+  tl_rstate ^= tl_rstate >> 12;
+  tl_rstate ^= tl_rstate << 25;
+  tl_rstate ^= tl_rstate >> 27;
+  return tl_rstate * 2685821657736338717UL;
+}
+
+// Fork a child that runs fn(arg) and then exits 0. Returns the exit status wait() reported
+// (-1 when the kernel killed it), or fails the test when fork/wait misbehave.
+static __attribute__((unused)) int child_status(void (*fn)(uint64), uint64 arg)
+{
+  int pid, st = 12345;
+  pid = fork();
+  CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    fn(arg);
+    exit(0);
+  }
+  CHECK(wait(&st) == pid, "wait returned the wrong pid");
+  return st;
+}
+
+// Check that the kernel still works after something nasty: a fork/exit/wait round trip.
+static __attribute__((unused)) void kernel_alive(void)
+{
+  int pid, st = 0;
+  pid = fork();
+  CHECK(pid >= 0, "fork failed after the previous step");
+  if (pid == 0)
+    exit(42);
+  CHECK(wait(&st) == pid && st == 42, "fork/wait round trip broken (status %d)", st);
+}
+
+// The byte a test file holds at offset i (content depends on a per-file seed).
+static __attribute__((unused)) inline char pattern(int seed, uint64 i)
+{
+  return (char)((i * 7 + (uint64)seed * 131 + (i >> 10)) & 0xff);
+}
+
+// Create (or truncate) path and write n pattern bytes in chunks; fails the test on error.
+static __attribute__((unused)) void make_file(const char *path, int n, int seed)
+{
+  static char buf[4096];
+  int fd, done = 0;
+  fd = open(path, O_CREATE | O_WRONLY | O_TRUNC);
+  CHECK(fd >= 0, "cannot create %s", path);
+  while (done < n) {
+    int k = n - done > (int)sizeof(buf) ? (int)sizeof(buf) : n - done;
+    for (int i = 0; i < k; i++)
+      buf[i] = pattern(seed, done + i);
+    CHECK(write(fd, buf, k) == k, "write to %s failed at %d", path, done);
+    done += k;
+  }
+  close(fd);
+}
+
+// Read path back and check it holds exactly n pattern bytes.
+static __attribute__((unused)) void check_file(const char *path, int n, int seed)
+{
+  static char buf[4096];
+  int fd, r, done = 0;
+  fd = open(path, O_RDONLY);
+  CHECK(fd >= 0, "cannot open %s", path);
+  while ((r = read(fd, buf, sizeof(buf))) > 0) {
+    for (int i = 0; i < r; i++)
+      CHECK(buf[i] == pattern(seed, done + i), "%s: wrong byte at %d", path, done + i);
+    done += r;
+  }
+  close(fd);
+  CHECK(r == 0, "read of %s returned %d", path, r);
+  CHECK(done == n, "%s: %d bytes, expected %d", path, done, n);
+}
+
+// Run one test in a child; returns 1 when it passed. With leakcheck, the free-page count
+// after the child is reaped must equal the one before the fork.
+static __attribute__((unused)) int tl_run_one(const struct test *t, int leakcheck)
+{
+  struct memstat a, b;
+  int pid, st = 0;
+  if (memstat(&a) < 0)
+    a.free_pages = 0;
+  tl_name = t->name;
+  pid = fork();
+  if (pid < 0) {
+    printf("test %s: FAILED fork\n", t->name);
+    return 0;
+  }
+  if (pid == 0) {
+    t->fn();
+    exit(0);
+  }
+  if (wait(&st) != pid) {
+    printf("test %s: FAILED wait returned the wrong pid\n", t->name);
+    return 0;
+  }
+  if (st == 1)
+    return 0;   // the test printed why
+  if (st != 0) {
+    printf("test %s: FAILED exit status %d\n", t->name, st);
+    return 0;
+  }
+  if (leakcheck && memstat(&b) == 0 && b.free_pages != a.free_pages) {
+    printf("test %s: FAILED free pages %ld before, %ld after\n", t->name,
+           (long)a.free_pages, (long)b.free_pages);
+    return 0;
+  }
+  printf("test %s: OK\n", t->name);
+  return 1;
+}
+
+// Run the tests (all, the quick ones with -q, or the one named by an argument), then the
+// final leak check, and print the verdict. Returns the exit status for main (0 or 1).
+static __attribute__((unused)) int run_tests(const struct test *tests, int argc, char **argv, int leakcheck_each)
+{
+  struct memstat m0, m1;
+  const char *only = 0;
+  int quick = 0, nfail = 0, nrun = 0;
+
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-q") == 0)
+      quick = 1;
+    else
+      only = argv[i];
+  }
+  if (memstat(&m0) < 0) {
+    printf("memstat() failed\nSOME TESTS FAILED\n");
+    return 1;
+  }
+  for (const struct test *t = tests; t->name; t++) {
+    if (only && strcmp(only, t->name) != 0)
+      continue;
+    if (quick && !t->quick)
+      continue;
+    nrun++;
+    if (!tl_run_one(t, leakcheck_each))
+      nfail++;
+  }
+  if (only && nrun == 0) {
+    printf("%s: no test named %s\nSOME TESTS FAILED\n", argv[0], only);
+    return 1;
+  }
+  if (memstat(&m1) < 0 || m1.free_pages != m0.free_pages) {
+    printf("test leakcheck: FAILED free pages %ld at start, %ld at end\n",
+           (long)m0.free_pages, (long)m1.free_pages);
+    nfail++;
+  } else {
+    printf("test leakcheck: OK\n");
+  }
+  printf("%s\n", nfail ? "SOME TESTS FAILED" : "ALL TESTS PASSED");
+  return nfail ? 1 : 0;
+}

@@ -1,0 +1,725 @@
+// usertests: NexOS's general system-call tests (processes, pipes, files, directories, sbrk,
+// bad arguments, faults that must kill, out of memory, the process table).
+//
+//   usertests          run every test (a minute or two under QEMU)
+//   usertests -q       the quick subset (a few seconds)
+//   usertests NAME     run only the test NAME
+//
+// Each test prints "test NAME: OK" or "test NAME: FAILED why"; after them comes the leak check
+// and the last line is ALL TESTS PASSED or SOME TESTS FAILED (exit status 0 or 1).
+// Test files are created in the current directory with names starting "ut".
+
+#include "user/testlib.h"
+
+#define WILD 0xffffffffffffUL   // far above MAXVA
+
+// Addresses no user pointer may reach (computed, as some depend on the current heap top).
+static uint64 bad_addr(int i)
+{
+  uint64 top = PGROUNDUP((uint64)sbrk(0));
+  switch (i) {
+  case 0: return WILD;
+  case 1: return KERNBASE;
+  case 2: return MAXVA;
+  case 3: return MAXVA + PGSIZE;
+  case 4: return TRAPFRAME;
+  case 5: return TRAMPOLINE;
+  case 6: return top + 16 * PGSIZE;     // above the heap top
+  case 7: return guard_page();          // mapped, but not for user access
+  case 8: return 0xffffffffffffffffUL - 7;
+  }
+  return 0;
+}
+#define NBAD 9
+
+// ---------------------------------------------------------------- processes
+
+// Children exit with distinct statuses; wait() returns each pid with its status once, then -1.
+static void forkwait(void)
+{
+  enum { N = 12 };
+  int pids[N], seen[N];
+  for (int i = 0; i < N; i++) {
+    pids[i] = fork();
+    CHECK(pids[i] >= 0, "fork %d failed", i);
+    if (pids[i] == 0)
+      exit(i * 5 + 3);
+    seen[i] = 0;
+  }
+  for (int n = 0; n < N; n++) {
+    int st = -99, pid = wait(&st), k = -1;
+    for (int i = 0; i < N; i++)
+      if (pids[i] == pid)
+        k = i;
+    CHECK(k >= 0, "wait returned unknown pid %d", pid);
+    CHECK(!seen[k], "pid %d reaped twice", pid);
+    CHECK(st == k * 5 + 3, "child %d exit status %d, expected %d", k, st, k * 5 + 3);
+    seen[k] = 1;
+  }
+  CHECK(wait(0) == -1, "wait with no children did not return -1");
+}
+
+// Exit statuses come back unchanged, including 0, negative values and large ones;
+// wait(0) (no status wanted) works.
+static void exitstatus(void)
+{
+  int vals[] = { 0, 1, 2, 127, 255, 256, -7, 100000 };
+  for (int i = 0; i < (int)(sizeof(vals) / sizeof(vals[0])); i++) {
+    int pid = fork(), st = 12345;
+    CHECK(pid >= 0, "fork failed");
+    if (pid == 0)
+      exit(vals[i]);
+    CHECK(wait(&st) == pid, "wait: wrong pid");
+    CHECK(st == vals[i], "exit(%d) seen as %d", vals[i], st);
+  }
+  int pid = fork();
+  CHECK(pid >= 0, "fork failed");
+  if (pid == 0)
+    exit(3);
+  CHECK(wait(0) == pid, "wait(0) did not return the child");
+}
+
+// getpid differs between parent and child; the child sees the parent's memory as it was.
+static void forkmem(void)
+{
+  static volatile int shared_var = 5;
+  int me = getpid(), pid, st;
+  pid = fork();
+  CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    if (getpid() == me || shared_var != 5)
+      exit(2);
+    shared_var = 99;
+    exit(0);
+  }
+  CHECK(pid != me, "child pid equals the parent's");
+  CHECK(wait(&st) == pid && st == 0, "child saw wrong pid or memory (status %d)", st);
+  CHECK(shared_var == 5, "the child's write reached the parent");
+}
+
+// exec passes argv through (empty strings and spaces included); the exec'd image checks them
+// and exits with argc (see main's "--exec-check").
+static void exectest(void)
+{
+  char *args[] = { tl_self, "--exec-check", "alpha", "beta gamma", "", 0 };
+  int pid = fork(), st = -99;
+  CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    exec(tl_self, args);
+    printf("exec %s failed\n", tl_self);
+    exit(77);
+  }
+  CHECK(wait(&st) == pid, "wait: wrong pid");
+  CHECK(st == 5, "exec'd program saw wrong arguments (status %d)", st);
+}
+
+// Exec of things that are not programs fails with -1 and the caller goes on unharmed.
+static void execbad(void)
+{
+  char *args[] = { "x", 0 };
+  char many[MAXARG + 2][4];
+  char *margs[MAXARG + 3];
+  int fd;
+
+  CHECK(exec("ut_nosuchfile", args) == -1, "exec of a missing file did not fail");
+  fd = open("ut_notelf", O_CREATE | O_WRONLY | O_TRUNC);
+  CHECK(fd >= 0, "create ut_notelf");
+  CHECK(write(fd, "#!/bin/sh\necho this is not an ELF file\n", 39) == 39, "write ut_notelf");
+  close(fd);
+  CHECK(exec("ut_notelf", args) == -1, "exec of a text file did not fail");
+  // A file with the ELF magic and a garbage header.
+  fd = open("ut_badelf", O_CREATE | O_WRONLY | O_TRUNC);
+  CHECK(fd >= 0, "create ut_badelf");
+  char hdr[128];
+  for (int i = 0; i < (int)sizeof(hdr); i++)
+    hdr[i] = (char)(0xa5 ^ i);
+  hdr[0] = 0x7f; hdr[1] = 'E'; hdr[2] = 'L'; hdr[3] = 'F';
+  CHECK(write(fd, hdr, sizeof(hdr)) == sizeof(hdr), "write ut_badelf");
+  close(fd);
+  CHECK(exec("ut_badelf", args) == -1, "exec of a corrupt ELF file did not fail");
+  CHECK(exec("/", args) == -1, "exec of a directory did not fail");
+  CHECK(exec(tl_self, (char **)WILD) == -1, "exec with a wild argv did not fail");
+  char *wargs[] = { "x", (char *)KERNBASE, 0 };
+  CHECK(exec(tl_self, wargs) == -1, "exec with a wild argv[1] did not fail");
+  for (int i = 0; i < MAXARG + 2; i++) {
+    strcpy(many[i], "a");
+    margs[i] = many[i];
+  }
+  margs[MAXARG + 2] = 0;
+  CHECK(exec(tl_self, margs) == -1, "exec with %d arguments did not fail", MAXARG + 2);
+  unlink("ut_notelf");
+  unlink("ut_badelf");
+  kernel_alive();
+}
+
+// A child that spins is killed by kill(); its status is -1. kill of no such pid fails.
+static void killtest(void)
+{
+  int pfd[2], pid, st = 0;
+  char c;
+  CHECK(pipe(pfd) == 0, "pipe failed");
+  pid = fork();
+  CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    write(pfd[1], "r", 1);
+    for (volatile uint64 i = 0;; i++)
+      ;
+  }
+  CHECK(read(pfd[0], &c, 1) == 1, "child did not start");
+  CHECK(kill(pid) == 0, "kill returned an error");
+  CHECK(wait(&st) == pid, "wait: wrong pid");
+  CHECK(st == -1, "killed child exit status %d, expected -1", st);
+  // A child blocked in read() is killed too.
+  pid = fork();
+  CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    close(pfd[1]);
+    read(pfd[0], &c, 1);   // blocks: the parent still holds the write end
+    exit(0);
+  }
+  sleep(2);
+  CHECK(kill(pid) == 0, "kill of a sleeping child returned an error");
+  CHECK(wait(&st) == pid && st == -1, "sleeping child not killed (status %d)", st);
+  CHECK(kill(99999) == -1, "kill of a missing pid did not fail");
+  close(pfd[0]);
+  close(pfd[1]);
+}
+
+// Several children run at once, each writing, reading and growing memory on its own.
+static void concurrent(void)
+{
+  enum { N = 6 };
+  for (int i = 0; i < N; i++) {
+    int pid = fork();
+    CHECK(pid >= 0, "fork failed");
+    if (pid == 0) {
+      char name[8] = "utcN";
+      name[3] = 'a' + i;
+      for (int round = 0; round < 4; round++) {
+        make_file(name, 3000 + 1000 * i + round, i + round);
+        check_file(name, 3000 + 1000 * i + round, i + round);
+        char *p = sbrk(8 * PGSIZE);
+        if (p == (char *)-1)
+          exit(3);
+        for (int k = 0; k < 8 * PGSIZE; k += 512)
+          p[k] = (char)(i + k);
+        for (int k = 0; k < 8 * PGSIZE; k += 512)
+          if (p[k] != (char)(i + k))
+            exit(4);
+      }
+      unlink(name);
+      exit(0);
+    }
+  }
+  for (int i = 0; i < N; i++) {
+    int st = -99;
+    CHECK(wait(&st) > 0, "wait failed");
+    CHECK(st == 0, "a concurrent child failed with status %d", st);
+  }
+}
+
+// Fork until the process table is full; every child is then released and reaped.
+static void forkfill(void)
+{
+  int pfd[2], n = 0, st;
+  char c;
+  CHECK(pipe(pfd) == 0, "pipe failed");
+  for (;;) {
+    int pid = fork();
+    if (pid < 0)
+      break;
+    if (pid == 0) {
+      close(pfd[1]);
+      exit(read(pfd[0], &c, 1) == 0 ? 0 : 5);   // wait until the parent closes the pipe
+    }
+    n++;
+    CHECK(n <= NPROC, "fork succeeded %d times with NPROC=%d", n, NPROC);
+  }
+  close(pfd[1]);
+  CHECK(n >= NPROC / 2, "only %d forks succeeded", n);
+  for (int i = 0; i < n; i++) {
+    st = -99;
+    CHECK(wait(&st) > 0, "wait failed after %d of %d", i, n);
+    CHECK(st == 0, "child exit status %d", st);
+  }
+  CHECK(wait(0) == -1, "more children than forks");
+  close(pfd[0]);
+  kernel_alive();
+}
+
+// ---------------------------------------------------------------- pipes
+
+// Closed ends: read returns 0 (end of file) once no writer is left; write to a pipe with no
+// reader returns -1.
+static void pipeends(void)
+{
+  int pfd[2];
+  char buf[16];
+  CHECK(pipe(pfd) == 0, "pipe failed");
+  CHECK(write(pfd[1], "hello", 5) == 5, "write failed");
+  close(pfd[1]);
+  CHECK(read(pfd[0], buf, sizeof(buf)) == 5 && memcmp(buf, "hello", 5) == 0, "read back");
+  CHECK(read(pfd[0], buf, sizeof(buf)) == 0, "read after the write end closed did not return 0");
+  close(pfd[0]);
+  CHECK(pipe(pfd) == 0, "pipe failed");
+  close(pfd[0]);
+  CHECK(write(pfd[1], "x", 1) == -1, "write with no reader did not fail");
+  close(pfd[1]);
+}
+
+// Move n bytes from a child to the parent in odd-sized pieces and check every byte.
+static void pipe_transfer(int n)
+{
+  static char buf[1531];
+  int pfd[2], pid, st = -99, got = 0, r;
+  CHECK(pipe(pfd) == 0, "pipe failed");
+  pid = fork();
+  CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    int sent = 0;
+    close(pfd[0]);
+    while (sent < n) {
+      int k = 1 + (int)(rnd() % 1200);
+      if (k > n - sent)
+        k = n - sent;
+      for (int i = 0; i < k; i++)
+        buf[i] = pattern(9, sent + i);
+      if (write(pfd[1], buf, k) != k)
+        exit(6);
+      sent += k;
+    }
+    exit(0);
+  }
+  close(pfd[1]);
+  while ((r = read(pfd[0], buf, 1 + (int)(rnd() % sizeof(buf)))) > 0) {
+    for (int i = 0; i < r; i++)
+      CHECK(buf[i] == pattern(9, got + i), "wrong byte at %d", got + i);
+    got += r;
+  }
+  close(pfd[0]);
+  CHECK(r == 0, "read returned %d", r);
+  CHECK(got == n, "received %d bytes of %d", got, n);
+  CHECK(wait(&st) == pid && st == 0, "writer status %d", st);
+}
+
+static void pipesmall(void) { pipe_transfer(100000); }
+static void pipebig(void) { pipe_transfer(4 << 20); }
+
+// ---------------------------------------------------------------- files
+
+// Create, write, read back, fstat, unlink; the name is gone afterwards.
+static void filebasic(void)
+{
+  struct stat st;
+  int fd;
+  make_file("utfile", 5000, 1);
+  check_file("utfile", 5000, 1);
+  fd = open("utfile", O_RDONLY);
+  CHECK(fd >= 0 && fstat(fd, &st) == 0, "fstat failed");
+  CHECK(st.type == T_FILE && st.size == 5000 && st.nlink == 1,
+        "fstat type %d size %ld nlink %d", st.type, (long)st.size, st.nlink);
+  CHECK(write(fd, "x", 1) == -1, "write to a read-only fd did not fail");
+  close(fd);
+  fd = open("utfile", O_WRONLY);
+  char c;
+  CHECK(fd >= 0 && read(fd, &c, 1) == -1, "read from a write-only fd did not fail");
+  close(fd);
+  CHECK(unlink("utfile") == 0, "unlink failed");
+  CHECK(open("utfile", O_RDONLY) == -1, "open after unlink succeeded");
+  CHECK(unlink("utfile") == -1, "second unlink succeeded");
+}
+
+// O_TRUNC empties a file; writing without it overwrites in place from offset 0.
+static void truncate(void)
+{
+  struct stat st;
+  int fd;
+  char buf[8];
+  make_file("uttrunc", 3000, 2);
+  fd = open("uttrunc", O_WRONLY | O_TRUNC);
+  CHECK(fd >= 0 && fstat(fd, &st) == 0 && st.size == 0, "O_TRUNC left size %ld", (long)st.size);
+  CHECK(write(fd, "abcd", 4) == 4, "write after truncate");
+  close(fd);
+  fd = open("uttrunc", O_WRONLY);
+  CHECK(write(fd, "XY", 2) == 2, "overwrite");
+  close(fd);
+  fd = open("uttrunc", O_RDONLY);
+  CHECK(read(fd, buf, sizeof(buf)) == 4 && memcmp(buf, "XYcd", 4) == 0, "content after overwrite");
+  close(fd);
+  CHECK(unlink("uttrunc") == 0, "unlink");
+}
+
+// A file larger than 1 MiB (beyond the direct and single-indirect blocks) reads back intact,
+// and its blocks return when it is unlinked and recreated.
+static void bigfile(void)
+{
+  int n = (1 << 20) + 300 * 1024 + 17;
+  for (int round = 0; round < 2; round++) {
+    make_file("utbig", n, 3 + round);
+    check_file("utbig", n, 3 + round);
+    CHECK(unlink("utbig") == 0, "unlink");
+  }
+}
+
+// Many files at once in one directory.
+static void manyfiles(void)
+{
+  enum { N = 60 };
+  char name[8] = "utmXX";
+  for (int i = 0; i < N; i++) {
+    name[3] = 'a' + i / 26; name[4] = 'a' + i % 26;
+    make_file(name, 100 + i * 37, i);
+  }
+  for (int i = 0; i < N; i++) {
+    name[3] = 'a' + i / 26; name[4] = 'a' + i % 26;
+    check_file(name, 100 + i * 37, i);
+    CHECK(unlink(name) == 0, "unlink %s", name);
+  }
+}
+
+// ---------------------------------------------------------------- directories
+
+// mkdir, chdir, relative paths, "..", link counts, and the unlink rules for directories.
+static void dirs(void)
+{
+  struct stat a, b;
+  int fd;
+  CHECK(mkdir("utd") == 0, "mkdir");
+  CHECK(mkdir("utd") == -1, "mkdir of an existing name succeeded");
+  CHECK(chdir("utd") == 0, "chdir");
+  make_file("f", 700, 4);
+  CHECK(mkdir("sub") == 0, "mkdir sub");
+  CHECK(chdir("sub/..") == 0 && chdir("..") == 0, "chdir via ..");
+  check_file("utd/f", 700, 4);
+  CHECK(stat("utd/sub/../f", &a) == 0 && a.type == T_FILE, "path through ..");
+  CHECK(unlink("utd") == -1, "unlink of a non-empty directory succeeded");
+  CHECK(unlink("utd/sub/.") == -1 && unlink("utd/sub/..") == -1, "unlink of . or .. succeeded");
+  CHECK(link("utd/f", "utd/g") == 0, "link");
+  CHECK(stat("utd/g", &a) == 0 && a.nlink == 2, "nlink after link is %d", a.nlink);
+  CHECK(link("utd/f", "utd/g") == -1, "link onto an existing name succeeded");
+  CHECK(link("utd", "utd2") == -1, "link of a directory succeeded");
+  CHECK(link("utd/nothing", "utd/h") == -1, "link of a missing file succeeded");
+  CHECK(unlink("utd/f") == 0, "unlink f");
+  check_file("utd/g", 700, 4);
+  CHECK(stat("utd/g", &a) == 0 && a.nlink == 1, "nlink after unlink is %d", a.nlink);
+  CHECK(open("utd", O_WRONLY) == -1 && open("utd", O_RDWR) == -1, "a directory opened for writing");
+  fd = open("utd", O_RDONLY);
+  CHECK(fd >= 0 && fstat(fd, &a) == 0 && a.type == T_DIR, "fstat of a directory");
+  close(fd);
+  CHECK(mkdir("utd/g/x") == -1 && open("utd/g/x", O_CREATE | O_RDWR) == -1, "a file used as a directory");
+  CHECK(chdir("utd/g") == -1, "chdir into a file succeeded");
+  CHECK(unlink("utd/sub") == 0 && unlink("utd/g") == 0 && unlink("utd") == 0, "removing the tree");
+  CHECK(chdir("utd") == -1 && stat("utd", &a) == -1, "removed directory still there");
+  CHECK(stat("/", &a) == 0 && stat("/..", &b) == 0 && a.ino == b.ino, "/.. is not /");
+}
+
+// ---------------------------------------------------------------- sbrk
+
+// Grow, fill, read back, shrink, regrow: regrown memory is zero; sbrk(0) reports the top.
+static void sbrkbasic(void)
+{
+  char *p, *q;
+  p = sbrk(0);
+  CHECK(sbrk(1) == p && sbrk(0) == p + 1, "sbrk(1)");
+  CHECK(sbrk(-1) == p + 1 && sbrk(0) == p, "sbrk(-1)");
+  q = sbrk(10 * PGSIZE + 123);
+  CHECK(q == p, "sbrk returned %p, expected %p", q, p);
+  CHECK(sbrk(0) == p + 10 * PGSIZE + 123, "sbrk(0) after growth");
+  for (int i = 0; i < 10 * PGSIZE + 123; i++)
+    CHECK(q[i] == 0, "new memory not zero at %d", i);
+  for (int i = 0; i < 10 * PGSIZE + 123; i++)
+    q[i] = (char)(i * 13);
+  for (int i = 0; i < 10 * PGSIZE + 123; i++)
+    CHECK(q[i] == (char)(i * 13), "memory changed at %d", i);
+  CHECK(sbrk(-(6 * PGSIZE + 123)) == p + 10 * PGSIZE + 123, "shrink return value");
+  CHECK(sbrk(0) == p + 4 * PGSIZE, "sbrk(0) after shrink");
+  for (int i = 0; i < 4 * PGSIZE; i++)
+    CHECK(q[i] == (char)(i * 13), "kept memory changed at %d", i);
+  CHECK(sbrk(6 * PGSIZE) == p + 4 * PGSIZE, "regrow");
+  for (int i = 4 * PGSIZE; i < 10 * PGSIZE; i++)
+    CHECK(q[i] == 0, "regrown memory not zero at offset %d", i);
+}
+
+// Shrinking gives the pages back: free pages after grow+touch+shrink equal those before,
+// apart from page-table pages the kernel kept.
+static void sbrkfree(void)
+{
+  struct memstat a, b, c;
+  char *p;
+  snap(&a);
+  snap(&a);
+  p = sbrk(64 * PGSIZE);
+  CHECK(p != (char *)-1, "sbrk failed");
+  for (int i = 0; i < 64; i++)
+    p[i * PGSIZE] = 1;
+  snap(&b);
+  CHECK(b.mapped_pages - a.mapped_pages == 64, "mapped %ld pages for 64", (long)(b.mapped_pages - a.mapped_pages));
+  sbrk(-64 * PGSIZE);
+  snap(&c);
+  CHECK(c.mapped_pages == a.mapped_pages, "mapped pages %ld after shrink, %ld before",
+        (long)c.mapped_pages, (long)a.mapped_pages);
+  CHECK(c.free_pages + (c.pt_pages - a.pt_pages) == a.free_pages,
+        "free pages %ld before, %ld after shrink (pt pages %ld -> %ld)",
+        (long)a.free_pages, (long)c.free_pages, (long)a.pt_pages, (long)c.pt_pages);
+}
+
+// A big heap is seen intact by a forked child; the child's writes do not reach the parent.
+static void sbrkfork(void)
+{
+  int n = 2 << 20, pid, st = -99;
+  char *p = sbrk(n);
+  CHECK(p != (char *)-1, "sbrk failed");
+  for (int i = 0; i < n; i += 997)
+    p[i] = (char)(i >> 3);
+  pid = fork();
+  CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    for (int i = 0; i < n; i += 997)
+      if (p[i] != (char)(i >> 3))
+        exit(2);
+    for (int i = 0; i < n; i += 997)
+      p[i] = 0x55;
+    exit(0);
+  }
+  CHECK(wait(&st) == pid && st == 0, "child saw wrong heap (status %d)", st);
+  for (int i = 0; i < n; i += 997)
+    CHECK(p[i] == (char)(i >> 3), "child's write reached the parent at %d", i);
+}
+
+// Out of memory: with LAZY_ALLOC=0 sbrk fails with -1 once memory is gone and the failure
+// maps nothing; with LAZY_ALLOC=1 a child touching more than memory holds is killed.
+// Afterwards the kernel works and every page is back.
+static void oom_child(uint64 lazy)
+{
+  struct memstat a, b;
+  int chunk = 1 << 20;
+  uint64 got = 0;
+  if (!lazy) {
+    for (;;) {
+      snap(&a);
+      char *p = sbrk(chunk);
+      if (p == (char *)-1)
+        break;
+      p[0] = 1;
+      p[chunk - 1] = 2;
+      got += chunk;
+    }
+    snap(&b);
+    if (b.mapped_pages != a.mapped_pages || b.vpages != a.vpages)
+      exit(2);   // the failing sbrk mapped or reserved something
+    if (got < (a.total_pages / 2) * PGSIZE)
+      exit(3);   // gave up far too early
+    exit(0);
+  }
+  snap(&a);
+  uint64 want = (a.free_pages + 8192) * PGSIZE;
+  while (got < want) {
+    if (sbrk(1 << 26) == (char *)-1)
+      exit(4);
+    got += 1 << 26;
+  }
+  char *base = sbrk(0) - got;
+  for (uint64 off = 0; off < got; off += PGSIZE)
+    base[off] = 1;
+  exit(5);   // must not get here: memory was exhausted
+}
+
+static void oom(void)
+{
+  struct memstat a, b, m;
+  int st;
+  snap(&m);
+  snap(&a);
+  st = child_status(oom_child, m.lazy_alloc);
+  if (m.lazy_alloc)
+    CHECK(st == -1, "child touching too much memory: status %d, expected -1 (killed)", st);
+  else
+    CHECK(st == 0, "sbrk-until-failure child: status %d", st);
+  kernel_alive();
+  snap(&b);
+  CHECK(a.free_pages == b.free_pages, "free pages %ld before, %ld after", (long)a.free_pages,
+        (long)b.free_pages);
+}
+
+// ---------------------------------------------------------------- bad arguments
+
+// Every system call given a pointer no user may use returns -1 (and nothing panics).
+static void badptr(void)
+{
+  char *args[] = { "x", 0 };
+  int fd, pfd[2];
+  make_file("utbad", 512, 5);
+  for (int i = 0; i < NBAD; i++) {
+    char *w = (char *)bad_addr(i);
+    fd = open("utbad", O_RDWR);
+    CHECK(fd >= 0, "open utbad");
+    CHECK(read(fd, w, 10) == -1, "read into %p did not fail", w);
+    CHECK(write(fd, w, 10) == -1, "write from %p did not fail", w);
+    CHECK(fstat(fd, (struct stat *)w) == -1, "fstat into %p did not fail", w);
+    close(fd);
+    CHECK(open(w, O_RDONLY) == -1 && open(w, O_CREATE | O_RDWR) == -1, "open(%p) did not fail", w);
+    CHECK(mkdir(w) == -1 && chdir(w) == -1 && unlink(w) == -1, "path %p accepted", w);
+    CHECK(link(w, "utx") == -1 && link("utbad", w) == -1, "link with %p did not fail", w);
+    CHECK(exec(w, args) == -1, "exec(%p) did not fail", w);
+    CHECK(pipe((int *)w) == -1, "pipe(%p) did not fail", w);
+    CHECK(memstat((struct memstat *)w) == -1, "memstat(%p) did not fail", w);
+    int pid = fork();
+    CHECK(pid >= 0, "fork failed");
+    if (pid == 0)
+      exit(0);
+    CHECK(wait((int *)w) == -1, "wait(%p) did not fail", w);
+    while (wait(0) > 0)
+      ;
+  }
+  // The failed pipe() calls left no descriptors behind: the lowest free fd is unchanged.
+  fd = open("utbad", O_RDONLY);
+  CHECK(pipe(pfd) == 0 && pfd[0] == fd + 1 && pfd[1] == fd + 2, "pipe() leaked descriptors");
+  close(pfd[0]);
+  close(pfd[1]);
+  // read() into the program's text must fail and leave the text alone.
+  uint64 text = (uint64)badptr & ~3UL;
+  uint32 before = *(uint32 *)text;
+  CHECK(read(fd, (char *)text, 4) == -1, "read into the text segment did not fail");
+  CHECK(*(uint32 *)text == before, "read() changed the text segment");
+  close(fd);
+  unlink("utbad");
+  // A path that runs off the end of the heap without a terminating zero.
+  char *top = sbrk(0);
+  sbrk(PGROUNDUP((uint64)top) - (uint64)top + PGSIZE);
+  char *last = sbrk(0) - PGSIZE;
+  memset(last, 'a', PGSIZE);
+  CHECK(open(last, O_RDONLY) == -1, "unterminated path at the heap top accepted");
+  CHECK(mkdir(last + PGSIZE - 5) == -1, "unterminated short path accepted");
+  kernel_alive();
+}
+
+// Negative lengths, closed and out-of-range descriptors, running out of descriptors,
+// and too-long paths.
+static void badfd(void)
+{
+  char buf[16], longpath[MAXPATH + 40];
+  int fd, fds[NOFILE + 1], n = 0;
+  struct stat st;
+  int bad[] = { -1, -100, NOFILE, NOFILE + 5, 1 << 30 };
+  for (int i = 0; i < (int)(sizeof(bad) / sizeof(bad[0])); i++) {
+    CHECK(read(bad[i], buf, 1) == -1 && write(bad[i], buf, 1) == -1, "fd %d accepted", bad[i]);
+    CHECK(close(bad[i]) == -1 && dup(bad[i]) == -1 && fstat(bad[i], &st) == -1, "fd %d accepted", bad[i]);
+  }
+  make_file("utfd", 100, 6);
+  fd = open("utfd", O_RDWR);
+  CHECK(fd >= 0, "open");
+  CHECK(read(fd, buf, -1) == -1, "read with length -1 did not fail");
+  CHECK(write(fd, buf, -5) == -1, "write with length -5 did not fail");
+  CHECK(read(fd, buf, 0) == 0, "read of 0 bytes");
+  CHECK(close(fd) == 0 && close(fd) == -1, "double close");
+  CHECK(read(fd, buf, 1) == -1 && write(fd, buf, 1) == -1, "closed fd accepted");
+  for (;;) {
+    fd = open("utfd", O_RDONLY);
+    if (fd < 0)
+      break;
+    CHECK(n <= NOFILE, "more than NOFILE descriptors");
+    fds[n++] = fd;
+  }
+  CHECK(n >= NOFILE - 3, "only %d descriptors could be opened", n);
+  CHECK(dup(0) == -1, "dup succeeded with a full table");
+  for (int i = 0; i < n; i++)
+    close(fds[i]);
+  int pfd[2];
+  CHECK(pipe(pfd) == 0, "pipe after releasing descriptors");
+  CHECK(read(pfd[1], buf, 1) == -1 && write(pfd[0], buf, 1) == -1, "pipe used the wrong way round");
+  close(pfd[0]);
+  close(pfd[1]);
+  memset(longpath, 'p', sizeof(longpath) - 1);
+  longpath[sizeof(longpath) - 1] = 0;
+  CHECK(open(longpath, O_CREATE | O_RDWR) == -1, "path longer than MAXPATH accepted");
+  unlink("utfd");
+}
+
+// ---------------------------------------------------------------- faults that kill
+
+static void store_at(uint64 va) { *(volatile char *)va = 1; }
+static void load_at(uint64 va) { if (*(volatile char *)va == 123) exit(9); }
+
+// Expect that a child doing f(va) is killed (status -1), and the kernel goes on.
+static void expect_killed(void (*f)(uint64), uint64 va, const char *what)
+{
+  int st = child_status(f, va);
+  CHECK(st == -1, "%s at %p: status %d, expected -1 (killed)", what, (void *)va, st);
+}
+
+// Writing to the program's text kills the process (it is mapped read-only, also under COW).
+static void textwrite(void)
+{
+  expect_killed(store_at, (uint64)textwrite, "store into text");
+  expect_killed(store_at, (uint64)&tl_init, "store into text");
+  kernel_alive();
+}
+
+// The guard page under the stack kills on load and store.
+static void guardpage(void)
+{
+  expect_killed(load_at, guard_page(), "load from the guard page");
+  expect_killed(store_at, guard_page() + PGSIZE - 8, "store to the guard page");
+  kernel_alive();
+}
+
+// Kernel addresses and addresses above the heap kill on access.
+static void badaccess(void)
+{
+  uint64 top = PGROUNDUP((uint64)sbrk(0));
+  expect_killed(load_at, KERNBASE, "load from KERNBASE");
+  expect_killed(store_at, KERNBASE + 0x1000, "store to kernel memory");
+  expect_killed(load_at, TRAPFRAME, "load from the trapframe");
+  expect_killed(load_at, TRAMPOLINE, "load from the trampoline");
+  expect_killed(store_at, top + 5 * PGSIZE, "store above the heap");
+  expect_killed(load_at, MAXVA + PGSIZE, "load above MAXVA");
+  kernel_alive();
+}
+
+// ---------------------------------------------------------------- main
+
+static const struct test tests[] = {
+  { "forkwait", forkwait, 1 },
+  { "exitstatus", exitstatus, 1 },
+  { "forkmem", forkmem, 1 },
+  { "exec", exectest, 1 },
+  { "execbad", execbad, 1 },
+  { "kill", killtest, 1 },
+  { "concurrent", concurrent, 1 },
+  { "pipeends", pipeends, 1 },
+  { "pipesmall", pipesmall, 1 },
+  { "filebasic", filebasic, 1 },
+  { "truncate", truncate, 1 },
+  { "dirs", dirs, 1 },
+  { "sbrkbasic", sbrkbasic, 1 },
+  { "sbrkfree", sbrkfree, 1 },
+  { "badptr", badptr, 1 },
+  { "badfd", badfd, 1 },
+  { "textwrite", textwrite, 1 },
+  { "guardpage", guardpage, 1 },
+  { "badaccess", badaccess, 1 },
+  { "pipebig", pipebig, 0 },
+  { "bigfile", bigfile, 0 },
+  { "manyfiles", manyfiles, 0 },
+  { "sbrkfork", sbrkfork, 0 },
+  { "forkfill", forkfill, 0 },
+  { "oom", oom, 0 },
+  { 0, 0, 0 },
+};
+
+// The image exectest runs: exit with argc when the arguments are the expected ones.
+static void exec_check(int argc, char **argv)
+{
+  if (argc != 5 || strcmp(argv[2], "alpha") != 0 || strcmp(argv[3], "beta gamma") != 0 ||
+      argv[4][0] != 0 || argv[5] != 0)
+    exit(100 + argc);
+  exit(argc);
+}
+
+int main(int argc, char **argv)
+{
+  tl_init(argv[0]);
+  if (argc >= 2 && strcmp(argv[1], "--exec-check") == 0)
+    exec_check(argc, argv);
+  exit(run_tests(tests, argc, argv, 0));
+}
