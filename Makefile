@@ -132,7 +132,7 @@ $(B)/extra/_%: $(B)/obj/extra/%.o $(ULIB) user/user.ld
 
 build/host/mkfs: mkfs/mkfs.c kernel/fs.h kernel/param.h kernel/stat.h kernel/types.h
 	@mkdir -p $(@D)
-	$(HOSTCC) -Wall -Werror -O2 -I. -o $@ mkfs/mkfs.c
+	$(HOSTCC) -Wall -Werror -O2 -I. -o $@.$$$$ mkfs/mkfs.c && mv $@.$$$$ $@
 
 # What goes on the image; the list file changes only when its contents do, so that changing
 # EXTRA_UPROGS (or MODEL) rebuilds the image and nothing else does.

@@ -288,8 +288,9 @@ reparent(struct proc *p)
   }
 }
 
-// Contract: end the calling process with exit status status. Closes its files, hands
-// its children to init, and stays a ZOMBIE until its parent's wait() frees it.
+// Contract: end the calling process with exit status status. Closes its files, frees its
+// user memory, hands its children to init, and stays a ZOMBIE (holding only its page-table
+// pages and trapframe) until its parent's wait() frees it.
 // Never returns.
 void
 exit(int status)
@@ -310,6 +311,11 @@ exit(int status)
   iput(p->cwd);
   end_op();
   p->cwd = 0;
+
+  // Give the user pages back now rather than in the parent's wait(): a process killed
+  // for exhausting memory should not hold it while it waits to be reaped. We run on the
+  // kernel page table, and this one is never loaded again; freeproc() frees the rest.
+  p->sz = uvmdealloc(p->pagetable, p->sz, 0);
 
   acquire(&wait_lock);
   reparent(p);

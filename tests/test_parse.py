@@ -150,6 +150,10 @@ def test_find_problems():
     assert find_problems("a\r\nusertrap: pid 3 x\r\n") == ["usertrap: pid 3 x"]
     assert find_problems("[smolprobe] error: bad flag --x\n") == ["[smolprobe] error: bad flag --x"]
     assert find_problems("x\nSOME TESTS FAILED\n") == ["SOME TESTS FAILED"]
+    # faults a passing test provoked on purpose are not problems; with a failure they are
+    assert find_problems("usertrap: pid 5 x\ntest badfault: OK\nALL TESTS PASSED\n") == []
+    assert find_problems("usertrap: pid 5 x\nSOME TESTS FAILED\n") == [
+        "usertrap: pid 5 x", "SOME TESTS FAILED"]
 
 
 def test_kv_formulas_default_model():

@@ -6,7 +6,7 @@
 // Several processes at once iterate recurrences in double and float whose every value is an
 // integer small enough to be exact, so each step has one right answer; an integer shadow of the
 // same recurrence gives it, and the FP values are compared bit for bit. Each process also runs
-// with its own dynamic rounding mode (fcsr.frm) and checks that 1/3 keeps rounding its way.
+// with its own dynamic rounding mode (fcsr.frm) and checks that 2/3 keeps rounding its way.
 // They run for over a second each, long enough to be preempted many times; if the kernel
 // mixed up or lost FP registers or fcsr between processes, a value would differ.
 
@@ -23,11 +23,15 @@ static void clear_fflags(void) { asm volatile("fsflags zero"); }
 static uint64 dbits(double d) { union { double d; uint64 u; } x; x.d = d; return x.u; }
 static uint32 fbits(float f) { union { float f; uint32 u; } x; x.f = f; return x.u; }
 
-// 1/3 in the current rounding mode (volatile operands: computed at run time, not folded).
-static double third(void)
+// 2/3 in the current rounding mode (its binary expansion 0.1010... rounds up to nearest but
+// down towards zero, so the two modes differ in the last bit). The division is an asm
+// volatile so that the compiler neither folds it nor moves it across the rounding-mode
+// changes (also asm volatile).
+static double twothirds(void)
 {
-  volatile double one = 1.0, three = 3.0;
-  return one / three;
+  double two = 2.0, three = 3.0, r;
+  asm volatile("fdiv.d %0, %1, %2" : "=f"(r) : "f"(two), "f"(three));
+  return r;
 }
 
 #define ND 8           // double recurrences
@@ -36,23 +40,24 @@ static double third(void)
 #define FMOD 4096.0f     // 2^12: floats stay below 2^12 * 13 + C < 2^24 (exact)
 
 // One worker: iterate for at least `us` microseconds; exit 0 when every value matched,
-// 10+j on a double mismatch, 20+j on a float mismatch, 30 on a rounding-mode problem.
+// 10+j on a double mismatch, 20+j on a float mismatch, 30 when the rounding modes agree,
+// 31 on a wrong running sum, 32 when frm changed, 33 when 2/3 rounds differently.
 static void worker(uint64 id)
 {
   double x[ND], h = 0;
   float y[NF];
   uint64 sx[ND], sy[NF], iters = 0;
   uint64 mode = (id & 1) ? FRM_RTZ : FRM_RNE;
-  double mythird;
+  double mine;
 
   set_frm(FRM_RTZ);
-  double t_rtz = third();
+  double t_rtz = twothirds();
   set_frm(FRM_RNE);
-  double t_rne = third();
+  double t_rne = twothirds();
   if (dbits(t_rtz) == dbits(t_rne))
     exit(30);   // the rounding mode has no effect at all
   set_frm(mode);
-  mythird = mode == FRM_RTZ ? t_rtz : t_rne;
+  mine = mode == FRM_RTZ ? t_rtz : t_rne;
 
   for (int j = 0; j < ND; j++) {
     sx[j] = (id * 977 + j * 131) % 16777216;
@@ -88,13 +93,32 @@ static void worker(uint64 id)
     for (int j = 0; j < NF; j++)
       if (fbits(y[j]) != fbits((float)sy[j]))
         exit(20 + j);
-    if (dbits(h) != dbits((double)iters / 4.0) || get_frm() != mode ||
-        dbits(third()) != dbits(mythird))
-      exit(30);
+    if (dbits(h) != dbits((double)iters / 4.0))
+      exit(31);
+    if (get_frm() != mode)
+      exit(32);
+    if (dbits(twothirds()) != dbits(mine))
+      exit(33);
     if (clock_us() - start > 1500000 && iters >= 20000)
       break;
   }
   exit(0);
+}
+
+// What a worker's exit status means.
+static const char *why(int st)
+{
+  switch (st) {
+  case 30: return "RTZ and RNE give the same 2/3";
+  case 31: return "running sum wrong";
+  case 32: return "rounding mode changed under the process";
+  case 33: return "2/3 rounded differently than at the start";
+  }
+  if (st >= 20 && st < 30)
+    return "float value mismatch";
+  if (st >= 10 && st < 20)
+    return "double value mismatch";
+  return "killed or crashed";
 }
 
 // Four processes (more than the harts) compute at once; each must get its exact values.
@@ -114,9 +138,7 @@ static void concurrent(void)
       if (pids[k] == pid)
         who = k;
     CHECK(who >= 0, "wait returned %d", pid);
-    CHECK(st == 0, "worker %d: exit status %d (%s)", who + 1, st,
-          st >= 30 ? "rounding mode/accumulator" : st >= 20 ? "float mismatch" :
-          st >= 10 ? "double mismatch" : "killed or crashed");
+    CHECK(st == 0, "worker %d: exit status %d (%s)", who + 1, st, why(st));
   }
 }
 
@@ -130,8 +152,8 @@ static void fork_regs(void)
   int pid, st = -99;
   set_frm(FRM_RTZ);
   clear_fflags();
-  (void)third();                 // inexact: sets NX (bit 0)
-  CHECK((get_fflags() & 1) == 1, "1/3 did not set the inexact flag");
+  (void)twothirds();                 // inexact: sets NX (bit 0)
+  CHECK((get_fflags() & 1) == 1, "2/3 did not set the inexact flag");
   pid = fork();
   CHECK(pid >= 0, "fork");
   if (pid == 0) {

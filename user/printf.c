@@ -132,12 +132,12 @@ signchar(struct spec *sp, int neg)
 
 // ---------------------------------------------------------------- floating point
 //
-// A finite x > 0 is turned into an integer D of at most 17 decimal digits and a power of
+// A finite x > 0 is turned into an integer D of at most 19 decimal digits and a power of
 // ten L such that x ~= D * 10^L, rounded at the last digit the conversion shows; digits
 // below 10^L (beyond what a double holds) print as zeros. Each digit of the result is
 // then read with digit_at(position), position 0 being the units.
 
-#define MAXSIG 17   // significant digits kept (a double needs 17 to round-trip)
+#define MAXSIG 18   // significant digits kept (a double needs 17 to round-trip; +1 free)
 
 struct decimal {
   uint64 d;      // the digits
@@ -145,34 +145,73 @@ struct decimal {
   int low;       // L: power of ten of d's last digit
 };
 
-// 10^n as a double for n >= 0.
-static double
-p10(int n)
+// Scaling by powers of ten is done in double-double arithmetic: a value is hi + lo, two
+// doubles with |lo| <= ulp(hi)/2, about 106 bits in all. That keeps the 17 digits printed
+// exact (a plain double product would already be off in the 16th digit for 1e300), and
+// lets a value that is just below a rounding tie (0.045 * 100) round the way C does.
+struct dd {
+  double hi, lo;
+};
+
+// a * b in double-double. fma gives the rounding error of hi*hi exactly.
+static struct dd
+dd_mul(struct dd a, struct dd b)
 {
-  double r = 1.0, b = 10.0;
+  struct dd r;
+  double p = a.hi * b.hi;
+  double e = __builtin_fma(a.hi, b.hi, -p) + (a.hi * b.lo + a.lo * b.hi);
+
+  r.hi = p + e;
+  r.lo = e - (r.hi - p);
+  return r;
+}
+
+// a / b in double-double: one correction step after the plain quotient.
+static struct dd
+dd_div(struct dd a, struct dd b)
+{
+  struct dd q, t, r;
+  double rem;
+
+  q.hi = a.hi / b.hi;
+  q.lo = 0;
+  t = dd_mul(q, b);
+  rem = ((a.hi - t.hi) - t.lo) + a.lo;
+  r.hi = q.hi + rem / b.hi;
+  r.lo = rem / b.hi - (r.hi - q.hi);
+  return r;
+}
+
+// 10^n for 0 <= n <= 300, by repeated squaring (exact up to 10^45).
+static struct dd
+dd_pow10(int n)
+{
+  struct dd r = { 1.0, 0.0 }, b = { 10.0, 0.0 };
 
   while(n > 0){
     if(n & 1)
-      r *= b;
-    b *= b;
+      r = dd_mul(r, b);
+    b = dd_mul(b, b);
     n >>= 1;
   }
   return r;
 }
 
-// x * 10^n for any int n, keeping intermediate powers in range.
-static double
+// x * 10^n for any n the printer needs (|n| <= 660), as a double-double.
+static struct dd
 scale(double x, int n)
 {
+  struct dd r = { x, 0.0 };
+
   while(n > 300){
-    x *= 1e300;
+    r = dd_mul(r, dd_pow10(300));
     n -= 300;
   }
   while(n < -300){
-    x /= 1e300;
+    r = dd_div(r, dd_pow10(300));
     n += 300;
   }
-  return n >= 0 ? x * p10(n) : x / p10(-n);
+  return n >= 0 ? dd_mul(r, dd_pow10(n)) : dd_div(r, dd_pow10(-n));
 }
 
 // Estimate floor(log10(x)) for finite x >= 0: the result is the true value or one less
@@ -217,10 +256,12 @@ ndigits(uint64 v)
 static void
 todecimal(double x, int e, int low, struct decimal *r)
 {
-  double y, f;
+  struct dd y;
+  double f;
+  long li;
 
   if(e - low + 1 > MAXSIG)
-    low = e - MAXSIG + 1;                // cannot show more digits than a double holds
+    low = e - MAXSIG + 1;                // digits beyond MAXSIG print as zeros
   r->low = low;
   if(x == 0 || e + 1 < low - 1){
     // The true exponent is e or e+1, so x < 10^(low-1): it rounds to zero.
@@ -228,11 +269,19 @@ todecimal(double x, int e, int low, struct decimal *r)
     r->k = 0;
     return;
   }
-  y = scale(x, -low);
-  if(y >= 1e19)
-    y = 1e19;                            // not reached: at most MAXSIG+1 digits
-  r->d = (uint64)y;
-  f = y - (double)r->d;
+  y = scale(x, -low);                    // at most MAXSIG+1 digits: y.hi < 2^64
+  r->d = (uint64)y.hi;
+  // Above 2^53, y.lo may hold whole units too: add its integer part to d, keep the rest.
+  li = (long)y.lo;
+  r->d += li;
+  f = (y.hi - (double)(uint64)y.hi) + (y.lo - (double)li);   // the fraction, in (-1, 2)
+  if(f < 0){
+    r->d--;
+    f += 1;
+  } else if(f >= 1){
+    r->d++;
+    f -= 1;
+  }
   if(f > 0.5 || (f == 0.5 && (r->d & 1)))
     r->d++;                              // round half to even, as C's printf does
   r->k = ndigits(r->d);

@@ -8,11 +8,13 @@
 //
 // Words may be quoted with '...' or "..." (no escapes inside). `cd DIR` is built in. A
 // command name without '/' that is not found in the current directory is looked up in /.
+// The prompt "$ " is printed only when standard input is the console.
 //
 // The line is parsed into a tree of nodes from a fixed pool (no malloc, and little stack:
 // a user stack is one page). Each command runs in a forked child; the shell waits for it
 // unless the command ends with '&'.
 #include "kernel/types.h"
+#include "kernel/stat.h"
 #include "kernel/fcntl.h"
 #include "kernel/param.h"
 #include "user/user.h"
@@ -481,11 +483,20 @@ getline(void)
   return 1;
 }
 
+// Is standard input a terminal (the console device) rather than a file or a pipe?
+static int
+interactive(void)
+{
+  struct stat st;
+
+  return fstat(0, &st) == 0 && st.type == T_DEVICE;
+}
+
 int
 main(void)
 {
   struct node *n;
-  int fd;
+  int fd, prompt;
 
   // Make sure fds 0, 1 and 2 are open (on the console).
   while((fd = open("/console", O_RDWR)) >= 0){
@@ -494,8 +505,10 @@ main(void)
       break;
     }
   }
+  prompt = interactive();           // `sh < script` runs silently
   for(;;){
-    fprintf(2, "$ ");
+    if(prompt)
+      fprintf(2, "$ ");
     if(!getline())
       break;
     n = parseline();

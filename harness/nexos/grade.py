@@ -49,7 +49,10 @@ class CheckSpec:
 def judge_test_program(cfg: BuildConfig, output: str) -> tuple[bool, str]:
     """A test program passes when its verdict is ALL TESTS PASSED (and nothing panicked)."""
     v = parse_test_verdict(output)
-    return v.passed, v.line
+    if v.passed:
+        return True, v.line
+    failing = [x.strip() for x in output.splitlines() if "FAIL" in x and x.strip() != v.line]
+    return False, "; ".join([*failing[:3], v.line])
 
 
 def probe_tolerance(active: int) -> int:

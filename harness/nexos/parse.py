@@ -343,5 +343,12 @@ PROBLEM_RE = re.compile(
 
 def find_problems(text: str) -> list[str]:
     """Lines that make a shell command count as failed (`nexos run`): a failed test verdict,
-    a user process killed by a fault, a kernel panic, or a smolprobe error."""
-    return [m.group(0).strip() for m in PROBLEM_RE.finditer(text.replace("\r", ""))]
+    a user process killed by a fault, a kernel panic, or a smolprobe error.
+
+    A test program that ends with ALL TESTS PASSED provokes faults on purpose (bad-address
+    tests), so its `usertrap:` lines are expected and not problems."""
+    text = text.replace("\r", "")
+    verdicts = VERDICT_RE.findall(text)
+    passed = bool(verdicts) and verdicts[-1] == "ALL TESTS PASSED"
+    found = [m.group(0).strip() for m in PROBLEM_RE.finditer(text)]
+    return [p for p in found if not (passed and p.startswith("usertrap: "))]

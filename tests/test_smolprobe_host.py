@@ -1,0 +1,237 @@
+"""smolprobe on the host: numerics against the numpy reference, page accounting, errors.
+
+user/smolprobe.c is compiled unchanged with the host gcc against tests/host/shim.c, a Linux
+stand-in for the NexOS user ABI whose sbrk arena is lazily populated and whose memstat()
+counts resident arena pages (mincore), so the page accounting behaves like LAZY_ALLOC=1.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nexos.model import Transformer, generate, load_checkpoint
+from nexos.model.synth import synthesize
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = 4096
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs the host gcc")
+
+
+def _gcc(args: list[str]) -> None:
+    subprocess.run(["gcc", "-O2", "-Wall", "-Werror", "-fno-builtin", f"-I{ROOT}", *args],
+                   check=True, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def host_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The host build of smolprobe (and mathcheck) in a temporary directory."""
+    out = tmp_path_factory.mktemp("host")
+    rename = ["-include", str(ROOT / "tests/host/rename.h")]
+    _gcc(["-c", "-o", str(out / "shim.o"), str(ROOT / "tests/host/shim.c")])
+    _gcc([*rename, "-o", str(out / "smolprobe"), str(ROOT / "user/smolprobe.c"),
+          str(ROOT / "user/umath.c"), str(out / "shim.o")])
+    _gcc([*rename, "-c", "-o", str(out / "umath.o"), str(ROOT / "user/umath.c")])
+    subprocess.run(["gcc", "-O2", "-o", str(out / "mathcheck"),
+                    str(ROOT / "tests/host/mathcheck.c"), str(out / "umath.o"), "-lm"],
+                   check=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def ckpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Synthetic checkpoints: tiny/small in f32 and int8, and a 4-layer untied small."""
+    d = tmp_path_factory.mktemp("ckpt")
+    out = {}
+    for preset in ("tiny", "small"):
+        for wt in ("f32", "int8"):
+            out[f"{preset}-{wt}"] = d / f"{preset}-{wt}.bin"
+            synthesize(out[f"{preset}-{wt}"], preset=preset, seed=3, weight_type=wt)
+    out["small-untied-int8"] = d / "small-untied.bin"
+    synthesize(out["small-untied-int8"], preset="small", seed=5, weight_type="int8", tied=False)
+    return out
+
+
+@dataclass
+class Run:
+    code: int
+    lines: list[str]
+    stderr: str
+
+    def field(self, prefix: str) -> str:
+        for line in self.lines:
+            if line.startswith(prefix):
+                return line[len(prefix):]
+        raise AssertionError(f"no line {prefix!r} in {self.lines}")
+
+    def kv(self, prefix: str) -> dict[str, str]:
+        """key=value pairs of the line starting with prefix."""
+        return dict(w.split("=", 1) for w in self.field(prefix).split() if "=" in w)
+
+
+def smolprobe(host_bin: Path, *args: str) -> Run:
+    p = subprocess.run([str(host_bin / "smolprobe"), *args], capture_output=True, text=True,
+                       timeout=120)
+    return Run(p.returncode, p.stdout.splitlines(), p.stderr)
+
+
+def request(model: Path, prompt: list[int], gen: int, *extra: str) -> list[str]:
+    return ["--model", str(model), "--prompt-tokens", ",".join(map(str, prompt)),
+            "--gen-len", str(gen), *extra]
+
+
+REQUESTS = [([1, 2, 3], 10, 0.0, 0), ([5], 20, 0.0, 0), ([7, 8, 9, 10], 12, 0.8, 42),
+            ([3, 1], 15, 1.0, 7)]
+
+
+@pytest.mark.parametrize("name", ["tiny-f32", "tiny-int8", "small-f32", "small-int8",
+                                  "small-untied-int8"])
+@pytest.mark.parametrize("prompt,gen,temp,seed", REQUESTS)
+def test_tokens_equal_reference(host_bin, ckpts, name, prompt, gen, temp, seed):
+    run = smolprobe(host_bin, *request(ckpts[name], prompt, gen, "--print-tokens",
+                                       "--temperature", str(temp), "--seed", str(seed)))
+    assert run.code == 0, run.stderr
+    got = [int(t) for t in run.field("[smolprobe] tokens=").split(",")]
+    ref = generate(ckpts[name], prompt, gen, temperature=temp, seed=seed)
+    assert got == ref.tokens
+
+
+@pytest.mark.parametrize("name", ["tiny-f32", "small-f32", "small-int8"])
+def test_final_logits_match_reference(host_bin, ckpts, name):
+    """The final logits are those of the last of the P+G fed positions."""
+    prompt, gen = [4, 9, 2], 6
+    run = smolprobe(host_bin, *request(ckpts[name], prompt, gen, "--print-tokens",
+                                       "--print-logits"))
+    assert run.code == 0, run.stderr
+    tokens = [int(t) for t in run.field("[smolprobe] tokens=").split(",")]
+    logits = np.array([float(v) for v in run.field("[smolprobe] logits=").split(",")])
+    ck = load_checkpoint(ckpts[name])
+    tf = Transformer(ck, min(256, ck.config.max_seq_len))
+    for pos, tok in enumerate(prompt + tokens):
+        ref = tf.forward(tok, pos)
+    assert logits.shape == ref.shape
+    assert np.abs(logits - ref).max() < 1e-3
+
+
+def expected_pages(n_layers: int, kv_dim: int, seq_len: int, rows: int) -> tuple[int, int, int]:
+    """(max_kv_pages, active_pages_est, distinct pages written) from the geometry.
+
+    active_pages_est sums, per (layer, K/V) region, the pages its rows [0, rows) span
+    (DESIGN.md section 5); regions smaller than a page share pages, which the estimate
+    counts once per region and the kernel maps once."""
+    region = seq_len * kv_dim * 4
+    total = 2 * n_layers * region
+    active, touched = 0, set()
+    for r in range(2 * n_layers):
+        first, last = r * region // PAGE, (r * region + rows * kv_dim * 4 - 1) // PAGE
+        active += last - first + 1
+        touched.update(range(first, last + 1))
+    return -(-total // PAGE), active, len(touched)
+
+
+@pytest.mark.parametrize("name,prompt,gen,seq", [
+    ("small-int8", [1, 2, 3], 10, None), ("small-int8", [1], 0, None),
+    ("small-int8", list(range(20)), 60, 200), ("small-int8", [7] * 5, 251, 256),
+    ("tiny-f32", [1, 2], 30, 64), ("tiny-int8", [3], 1, 1 + 1),
+])
+def test_page_accounting(host_bin, ckpts, name, prompt, gen, seq):
+    extra = ["--trace"] + (["--seq-len", str(seq)] if seq else [])
+    run = smolprobe(host_bin, *request(ckpts[name], prompt, gen, *extra))
+    assert run.code == 0, run.stderr
+    cfg = load_checkpoint(ckpts[name]).config
+    seq_len = seq or min(256, cfg.max_seq_len)
+    max_pages, active, touched = expected_pages(cfg.n_layers, cfg.kv_dim, seq_len,
+                                                len(prompt) + gen)
+    assert run.kv("[smolprobe] request") == {"prompt_tokens": str(len(prompt)),
+                                               "gen_tokens": str(gen)}
+    assert run.kv("[smolprobe] kv_capacity") == {"max_pages": str(max_pages),
+                                                   "active_pages_est": str(active)}
+    reserve = run.kv("[smolprobe] reserve_phase")
+    assert reserve == {"virtual_pages": str(max_pages), "mapped_pages": "0",
+                       "used_pages": "0"}
+    decode = run.kv("[smolprobe] decode_phase")
+    assert decode["mapped_pages"] == str(touched)  # the shim maps a page at its first touch
+    assert decode["active_pages_est"] == str(active)
+    saved = max_pages - touched
+    assert run.kv("[smolprobe] SUMMARY") == {
+        "max_kv_pages": str(max_pages), "actual_mapped_pages": str(touched),
+        "saved_pages": str(saved), "saved_percent": f"{100 * saved // max_pages}%"}
+    assert run.field("[smolprobe] verdict=").startswith("LAZY_STYLE ")
+    trace = [ln for ln in run.lines if ln.startswith("[smolprobe] trace ")]
+    assert len(trace) == len(prompt) + gen
+    assert trace[-1].endswith(f"pos={len(prompt) + gen - 1} kv_mapped_pages={touched}")
+    timing = run.kv("[smolprobe] timing")
+    assert set(timing) == {"load_ms", "decode_ms", "tokens_per_s"}
+
+
+def test_output_order_and_default_seq_len(host_bin, ckpts):
+    run = smolprobe(host_bin, *request(ckpts["small-int8"], [1, 2, 3], 10))
+    assert run.code == 0
+    heads = [ln.split()[1].split("=")[0] for ln in run.lines]
+    assert heads == ["loading", "request", "kv_capacity", "running", "SUMMARY",
+                     "reserve_phase", "decode_phase", "verdict", "timing"]
+
+
+def _corrupt(src: Path, dst: Path, offset: int, data: bytes) -> Path:
+    b = bytearray(src.read_bytes())
+    b[offset:offset + len(data)] = data
+    dst.write_bytes(bytes(b))
+    return dst
+
+
+def test_errors(host_bin, ckpts, tmp_path):
+    good = ckpts["tiny-int8"]
+    raw = good.read_bytes()
+    (tmp_path / "trunc.bin").write_bytes(raw[:-100])
+    (tmp_path / "long.bin").write_bytes(raw + b"\0" * 4)
+    (tmp_path / "short.bin").write_bytes(raw[:100])
+    cases = {
+        "missing": request(tmp_path / "nope.bin", [1], 1),
+        "truncated": request(tmp_path / "trunc.bin", [1], 1),
+        "extended": request(tmp_path / "long.bin", [1], 1),
+        "header-short": request(tmp_path / "short.bin", [1], 1),
+        "magic": request(_corrupt(good, tmp_path / "m.bin", 0, b"XEXOSLM\0"), [1], 1),
+        "version": request(_corrupt(good, tmp_path / "v.bin", 8, b"\2\0\0\0"), [1], 1),
+        "heads": request(_corrupt(good, tmp_path / "h.bin", 24, b"\5\0\0\0"), [1], 1),
+        "wtype": request(_corrupt(good, tmp_path / "w.bin", 40, b"\7\0\0\0"), [1], 1),
+        "token>=vocab": request(good, [1, 256], 1),
+        "negative-token": request(good, [1, -2], 1),
+        "junk-token": request(good, [1], 1)[:3] + ["1,x,3"] + ["--gen-len", "1"],
+        "empty-prompt": ["--model", str(good), "--prompt-tokens", "", "--gen-len", "1"],
+        "trailing-comma": ["--model", str(good), "--prompt-tokens", "1,", "--gen-len", "1"],
+        "too-long": request(good, [1, 2, 3], 126),
+        "seq>max": request(good, [1], 1, "--seq-len", "129"),
+        "seq0": request(good, [1], 1, "--seq-len", "0"),
+        "gen-1": request(good, [1], 1)[:4] + ["--gen-len", "-1"],
+        "gen-junk": request(good, [1], 1)[:4] + ["--gen-len", "ten"],
+        "no-gen": request(good, [1], 1)[:4],
+        "bad-flag": request(good, [1], 1, "--frobnicate"),
+        "missing-value": request(good, [1], 1, "--seed"),
+        "bad-temp": request(good, [1], 1, "--temperature", "-1"),
+    }
+    for what, args in cases.items():
+        run = smolprobe(host_bin, *args)
+        assert run.code == 1, (what, run.code, run.stderr)
+        assert run.stderr.startswith("[smolprobe] error: "), (what, run.stderr)
+        assert len(run.stderr.splitlines()) == 1, what
+        assert not any("SUMMARY" in ln for ln in run.lines), what
+    ok = smolprobe(host_bin, *request(good, [1, 2, 3], 125))  # exactly seq_len = 128
+    assert ok.code == 0, ok.stderr
+
+
+def test_help_says_weights_are_synthetic(host_bin):
+    run = smolprobe(host_bin, "--help")
+    assert run.code == 0
+    text = "\n".join(run.lines)
+    assert "SYNTHETIC" in text and "--prompt-tokens" in text and "--print-logits" in text
+
+
+def test_umath_within_one_ulp(host_bin):
+    p = subprocess.run([str(host_bin / "mathcheck")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout
