@@ -6,7 +6,7 @@
 // Several processes at once iterate recurrences in double and float whose every value is an
 // integer small enough to be exact, so each step has one right answer; an integer shadow of the
 // same recurrence gives it, and the FP values are compared bit for bit. Each process also runs
-// with its own dynamic rounding mode (fcsr.frm) and checks that 2/3 keeps rounding its way.
+// with its own dynamic rounding mode (fcsr.frm) and checks that 1/10 keeps rounding its way.
 // They run for over a second each, long enough to be preempted many times; if the kernel
 // mixed up or lost FP registers or fcsr between processes, a value would differ.
 
@@ -23,14 +23,14 @@ static void clear_fflags(void) { asm volatile("fsflags zero"); }
 static uint64 dbits(double d) { union { double d; uint64 u; } x; x.d = d; return x.u; }
 static uint32 fbits(float f) { union { float f; uint32 u; } x; x.f = f; return x.u; }
 
-// 2/3 in the current rounding mode (its binary expansion 0.1010... rounds up to nearest but
-// down towards zero, so the two modes differ in the last bit). The division is an asm
+// 1/10 in the current rounding mode (binary 1.10011001...: the part beyond the 52 fraction
+// bits is 0.6 ulp, so it rounds up to nearest but down towards zero: the modes differ). The division is an asm
 // volatile so that the compiler neither folds it nor moves it across the rounding-mode
 // changes (also asm volatile).
-static double twothirds(void)
+static double tenth(void)
 {
-  double two = 2.0, three = 3.0, r;
-  asm volatile("fdiv.d %0, %1, %2" : "=f"(r) : "f"(two), "f"(three));
+  double one = 1.0, ten = 10.0, r;
+  asm volatile("fdiv.d %0, %1, %2" : "=f"(r) : "f"(one), "f"(ten));
   return r;
 }
 
@@ -41,7 +41,7 @@ static double twothirds(void)
 
 // One worker: iterate for at least `us` microseconds; exit 0 when every value matched,
 // 10+j on a double mismatch, 20+j on a float mismatch, 30 when the rounding modes agree,
-// 31 on a wrong running sum, 32 when frm changed, 33 when 2/3 rounds differently.
+// 31 on a wrong running sum, 32 when frm changed, 33 when 1/10 rounds differently.
 static void worker(uint64 id)
 {
   double x[ND], h = 0;
@@ -51,9 +51,9 @@ static void worker(uint64 id)
   double mine;
 
   set_frm(FRM_RTZ);
-  double t_rtz = twothirds();
+  double t_rtz = tenth();
   set_frm(FRM_RNE);
-  double t_rne = twothirds();
+  double t_rne = tenth();
   if (dbits(t_rtz) == dbits(t_rne))
     exit(30);   // the rounding mode has no effect at all
   set_frm(mode);
@@ -97,7 +97,7 @@ static void worker(uint64 id)
       exit(31);
     if (get_frm() != mode)
       exit(32);
-    if (dbits(twothirds()) != dbits(mine))
+    if (dbits(tenth()) != dbits(mine))
       exit(33);
     if (clock_us() - start > 1500000 && iters >= 20000)
       break;
@@ -109,10 +109,10 @@ static void worker(uint64 id)
 static const char *why(int st)
 {
   switch (st) {
-  case 30: return "RTZ and RNE give the same 2/3";
+  case 30: return "RTZ and RNE give the same 1/10";
   case 31: return "running sum wrong";
   case 32: return "rounding mode changed under the process";
-  case 33: return "2/3 rounded differently than at the start";
+  case 33: return "1/10 rounded differently than at the start";
   }
   if (st >= 20 && st < 30)
     return "float value mismatch";
@@ -152,8 +152,8 @@ static void fork_regs(void)
   int pid, st = -99;
   set_frm(FRM_RTZ);
   clear_fflags();
-  (void)twothirds();                 // inexact: sets NX (bit 0)
-  CHECK((get_fflags() & 1) == 1, "2/3 did not set the inexact flag");
+  (void)tenth();                 // inexact: sets NX (bit 0)
+  CHECK((get_fflags() & 1) == 1, "1/10 did not set the inexact flag");
   pid = fork();
   CHECK(pid >= 0, "fork");
   if (pid == 0) {

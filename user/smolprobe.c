@@ -99,6 +99,10 @@ struct state {
   float *key_cache;  // [n_layers][seq_len][kv_dim], in the sbrk reservation
   float *value_cache;// [n_layers][seq_len][kv_dim], right after the keys
   int seq_len;
+  // What forward() and the sampler write besides the KV cache (every buffer above but the
+  // RoPE tables), recorded by alloc_state(): a --samples branch pre-touches these pages.
+  struct range { const void *p; uint64 len; } scratch[16];
+  int nscratch;
 };
 
 struct model {
@@ -833,8 +837,10 @@ struct options {
   int n_prompt;         // P
   int gen_len;          // G
   int seq_len;          // 0: min(256, max_seq_len)
-  float temperature;
+  float temperature;    // < 0: not given (0, or 0.8 with --samples)
+  const char *temp_text;// --temperature as given, for the parallel_request line
   uint64 seed;
+  int samples;          // --samples N (0: not given, the single-request run)
   int print_tokens, print_logits, trace;
 };
 
@@ -857,6 +863,10 @@ alloc_state(const struct config *c, struct state *s, float **probs)
   for(int i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++){
     *ptrs[i] = xmalloc(bytes[i], "activations");
     memset(*ptrs[i], 0, bytes[i]);             // touch: map the pages now
+    if(ptrs[i] != (void **)&s->rope_cos && ptrs[i] != (void **)&s->rope_sin){
+      s->scratch[s->nscratch].p = *ptrs[i];    // written again at every step
+      s->scratch[s->nscratch++].len = bytes[i];
+    }
   }
   rope_tables(c, s);
 }
