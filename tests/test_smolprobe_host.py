@@ -214,6 +214,10 @@ def test_errors(host_bin, ckpts, tmp_path):
         "bad-flag": request(good, [1], 1, "--frobnicate"),
         "missing-value": request(good, [1], 1, "--seed"),
         "bad-temp": request(good, [1], 1, "--temperature", "-1"),
+        "samples0": request(good, [1], 1, "--samples", "0"),
+        "samples-too-many": request(good, [1], 1, "--samples", "65"),
+        "samples-greedy": request(good, [1], 1, "--samples", "2", "--temperature", "0"),
+        "samples-gen0": request(good, [1], 0, "--samples", "2"),
     }
     for what, args in cases.items():
         run = smolprobe(host_bin, *args)
@@ -223,6 +227,25 @@ def test_errors(host_bin, ckpts, tmp_path):
         assert not any("SUMMARY" in ln for ln in run.lines), what
     ok = smolprobe(host_bin, *request(good, [1, 2, 3], 125))  # exactly seq_len = 128
     assert ok.code == 0, ok.stderr
+
+
+@pytest.mark.parametrize("name,n,temp", [("small-int8", 3, None), ("tiny-f32", 2, "1.0")])
+def test_samples_branch_tokens_equal_reference(host_bin, ckpts, name, n, temp):
+    """--samples: branch i samples with seed+i (temperature 0.8 unless given) from the
+    parent's prefill; its tokens are the reference's for that seed. (The host shim has no
+    COW counters; tests/test_parallel.py checks those in the kernel.)"""
+    prompt, gen, seed = [4, 5, 6, 7], 6, 11
+    extra = ["--samples", str(n), "--seed", str(seed)] + (["--temperature", temp] if temp else [])
+    run = smolprobe(host_bin, *request(ckpts[name], prompt, gen, *extra))
+    assert run.code == 0, run.stderr
+    assert run.kv("[smolprobe] fork_phase ")["branches"] == str(n)
+    branches = [ln for ln in run.lines if ln.startswith("[smolprobe] branch ")]
+    assert [ln.split()[2] for ln in branches] == [str(i) for i in range(n)]
+    for i, ln in enumerate(branches):
+        got = [int(t) for t in ln.split("tokens=")[1].split()[0].split(",")]
+        ref = generate(ckpts[name], prompt, gen, temperature=float(temp or 0.8), seed=seed + i)
+        assert got == ref.tokens, (i, got, ref.tokens)
+    assert run.kv("[smolprobe] PARALLEL_SUMMARY ")["branches"] == str(n)
 
 
 def test_help_says_weights_are_synthetic(host_bin):

@@ -956,6 +956,324 @@ print_list(const char *prefix, const int *iv, const float *fv, int n)
   free(buf);
 }
 
+// ============================================================================ parallel sampling
+
+// smolprobe --samples N (issue 6; docs/smolprobe.md): the parent prefills the prompt once
+// (K/V rows 0..P-1 and the logits of position P-1), then fork()s N branches that inherit
+// that KV cache. The branches run one at a time, in the order the parent releases them
+// (branch i reads byte i from the "go" pipe), which makes every counter reproducible:
+// branch i pre-touches the non-KV pages it will write (so that their copies happen first
+// and are counted apart), samples its first token from the inherited logits with its own
+// sampler (seed + i), feeds positions P..P+G-1 (rows written into the inherited
+// reservation), sends its counters and tokens through the "report" pipe, and then waits
+// until the parent closes the "exit" pipe, so that all branches are alive when the parent
+// counts the pages they hold together. Right after the forks the parent gives its own KV
+// reservation back (it writes no more rows): the branches are then the only owners of the
+// prompt's KV pages, so, as in the seed's section 4.4, every branch but the last copies the
+// half-filled prompt page it writes into, and the last one, its only owner, reuses it.
+
+#define MAX_SAMPLES 64
+#define PARALLEL_TEMPERATURE 0.8f  // --samples without --temperature
+
+// What a branch sends the parent, followed by its gen_len token ids. A forked child's
+// memstat counters start at 0, so they count from the fork; "state" is everything up to
+// the end of the pre-touch, "kv" the decode after it (KV pages only).
+struct branch_report {
+  long index;
+  long state_pages;    // distinct non-KV pages the branch writes (all pre-touched)
+  long state_copies;   // COW copies up to the end of the pre-touch
+  long state_reuses;   // COW reuses up to then (pages the parent and the earlier
+                       // branches no longer share: e.g. the stack, which the parent
+                       // copied for itself when it wrote it after the fork)
+  long cow_copies;     // COW copies over the whole branch
+  long cow_reuses;     // COW faults where the branch was the only owner
+  long kv_copies;      // COW copies while decoding
+  long kv_reuses;      // COW reuses while decoding
+  long new_kv_pages;   // pages newly mapped while decoding (lazy KV pages)
+  long fork_pages;     // mapped pages the branch started with (what fork gave it)
+  long decode_us;
+};
+
+// Whether page number pg lies in one of r[0..n).
+static int
+page_in(const struct range *r, int n, uint64 pg)
+{
+  for(int i = 0; i < n; i++){
+    uint64 a = (uint64)r[i].p;
+    if(r[i].len && pg >= a / PGSIZE && pg <= (a + r[i].len - 1) / PGSIZE)
+      return 1;
+  }
+  return 0;
+}
+
+// Store to every page of the n ranges once (each byte rewritten with its own value), so
+// that any copy-on-write of them happens now. Returns the number of distinct pages.
+static long
+pretouch(const struct range *r, int n)
+{
+  long pages = 0;
+  for(int i = 0; i < n; i++){
+    if(r[i].len == 0)
+      continue;
+    uint64 a = (uint64)r[i].p, last = (a + r[i].len - 1) / PGSIZE;
+    for(uint64 pg = a / PGSIZE; pg <= last; pg++){
+      volatile char *c = (volatile char *)(pg == a / PGSIZE ? a : pg * PGSIZE);
+      *c = *c;
+      pages += !page_in(r, i, pg);
+    }
+  }
+  return pages;
+}
+
+// Move exactly n bytes through a pipe; 0, or -1 if the other side went away.
+static int
+read_all(int fd, void *buf, int n)
+{
+  for(int got = 0, k; got < n; got += k)
+    if((k = read(fd, (char *)buf + got, n - got)) <= 0)
+      return -1;
+  return 0;
+}
+
+static int
+write_all(int fd, const void *buf, int n)
+{
+  for(int put = 0, k; put < n; put += k)
+    if((k = write(fd, (const char *)buf + put, n - put)) <= 0)
+      return -1;
+  return 0;
+}
+
+// The pipes between the parent and its branches ([0] read end, [1] write end).
+struct channels {
+  int go[2];    // parent -> branches: byte i releases one waiting branch as branch i
+  int rep[2];   // branches -> parent: a branch_report and the tokens
+  int ex[2];    // closed by the parent when every branch has reported: branches exit
+};
+
+// A forked branch (never returns): wait for an index, generate, report, wait, exit.
+// The stack is one page (USERSTACK), so the page of a local is the whole stack.
+static void
+branch(const struct model *mo, struct state *s, struct options *o, float *probs,
+       struct channels *ch)
+{
+  uchar idx;
+  struct memstat m0, m1;
+  struct sampler sp;
+  struct branch_report r;
+  struct range rs[20];
+  int P = o->n_prompt, total = o->n_prompt + o->gen_len, n = 0;
+
+  close(ch->go[1]);
+  close(ch->rep[0]);
+  close(ch->ex[1]);
+  if(read(ch->go[0], &idx, 1) != 1)
+    exit(0);                                   // the parent stopped before our turn
+  for(; n < s->nscratch; n++)
+    rs[n] = s->scratch[n];
+  rs[n++] = (struct range){ s, sizeof(*s) };   // forward() stores s->xf
+  rs[n++] = (struct range){ o->tokens, total * sizeof(int) };
+  rs[n++] = (struct range){ &idx, 1 };         // the stack
+  memset(&r, 0, sizeof(r));
+  r.index = idx;
+  r.state_pages = pretouch(rs, n);
+  memstat(&m0);
+  uint64 t0 = clock_us();
+  sampler_init(&sp, o->temperature, o->seed + idx, probs, mo->c.vocab_size);
+  o->tokens[P] = sample(&sp, s->logits);       // from the parent's prefill logits
+  run(mo, s, &sp, o, P, total, &m0);
+  r.decode_us = clock_us() - t0;
+  memstat(&m1);
+  r.state_copies = m0.cow_copies;
+  r.state_reuses = m0.cow_reuses;
+  r.cow_copies = m1.cow_copies;
+  r.cow_reuses = m1.cow_reuses;
+  r.kv_copies = m1.cow_copies - m0.cow_copies;
+  r.kv_reuses = m1.cow_reuses - m0.cow_reuses;
+  r.new_kv_pages = (long)m1.mapped_pages - (long)m0.mapped_pages;
+  r.fork_pages = m0.mapped_pages - m0.lazy_faults;
+  if(write_all(ch->rep[1], &r, sizeof(r)) < 0 ||
+     write_all(ch->rep[1], o->tokens + P, o->gen_len * sizeof(int)) < 0)
+    exit(1);
+  read(ch->ex[0], &idx, 1);                    // returns 0 when the parent closes ex[1]
+  exit(0);
+}
+
+// Storage of the parent for the reports, allocated and touched before the snapshots.
+struct parallel {
+  struct branch_report *rep;  // [samples]
+  int *tokens;                // [samples][gen_len]
+};
+
+static void
+parallel_alloc(const struct options *o, struct parallel *pa)
+{
+  uint64 rb = o->samples * sizeof(struct branch_report);
+  uint64 tb = (uint64)o->samples * o->gen_len * sizeof(int);
+  pa->rep = xmalloc(rb, "branch reports");
+  pa->tokens = xmalloc(tb, "branch tokens");
+  memset(pa->rep, 0, rb);
+  memset(pa->tokens, 0, tb);
+}
+
+// Fork up to o->samples branches, all waiting on ch->go; returns how many forked. A
+// failed fork is reported and ends the forking (the kernel leaked nothing).
+static int
+fork_branches(const struct model *mo, struct state *s, struct options *o, float *probs,
+              struct channels *ch, int cow)
+{
+  int n = 0;
+  for(; n < o->samples; n++){
+    int pid = fork();
+    if(pid == 0)
+      branch(mo, s, o, probs, ch);
+    if(pid < 0){
+      if(cow)
+        printf("[smolprobe] fork of branch %d failed: out of memory or processes\n", n);
+      else
+        printf("[smolprobe] fork of branch %d failed: out of memory "
+               "(COW_ALLOC=0 copies every page)\n", n);
+      break;
+    }
+  }
+  return n;
+}
+
+// Give the KV reservation back if it is still the top of the heap; 1 if it was.
+static int
+kv_release(struct state *s, const struct kv_plan *kp)
+{
+  char *base = (char *)s->key_cache;
+  if(sbrk(0) != base + kp->bytes || sbrk(-(int)kp->bytes) == (char *)-1)
+    return 0;
+  s->key_cache = s->value_cache = 0;
+  return 1;
+}
+
+// Release the forked branches one by one and collect their reports; returns how many
+// reported (a branch that died ends the collection).
+static int
+collect(struct parallel *pa, int forked, int gen_len, struct channels *ch)
+{
+  for(int i = 0; i < forked; i++){
+    uchar b = i;
+    if(write(ch->go[1], &b, 1) != 1 || read_all(ch->rep[0], &pa->rep[i], sizeof(pa->rep[i])) < 0 ||
+       read_all(ch->rep[0], pa->tokens + i * gen_len, gen_len * sizeof(int)) < 0){
+      printf("[smolprobe] branch %d died before reporting\n", i);
+      return i;
+    }
+  }
+  return forked;
+}
+
+
+// "[smolprobe] branch i tokens=a,b,c cow_copies=... ..." for report r and its tokens.
+static void
+print_branch(const struct branch_report *r, const int *tokens, int n)
+{
+  char *list = xmalloc(12UL * n + 16, "output buffer");
+  int len = 0;
+  for(int j = 0; j < n; j++)
+    len += snprintf(list + len, 12, "%s%d", j ? "," : "", tokens[j]);
+  list[len] = 0;
+  printf("[smolprobe] branch %ld tokens=%s cow_copies=%ld cow_reuses=%ld new_kv_pages=%ld "
+         "state_pages=%ld state_copies=%ld state_reuses=%ld kv_copies=%ld kv_reuses=%ld "
+         "fork_pages=%ld decode_ms=%ld\n", r->index, list, r->cow_copies, r->cow_reuses,
+         r->new_kv_pages, r->state_pages, r->state_copies, r->state_reuses, r->kv_copies,
+         r->kv_reuses, r->fork_pages,
+         r->decode_us / 1000);
+  free(list);
+}
+
+// Physical pages in use (the whole system) in snapshot m.
+static long
+in_use(const struct memstat *m)
+{
+  return (long)m->total_pages - (long)m->free_pages;
+}
+
+// The snapshots of a --samples run, in time order.
+struct par_snaps {
+  struct memstat before;    // before the reservation
+  struct memstat reserved;  // after it
+  struct memstat prefilled; // after the prefill (rows 0..P-1)
+  struct memstat pre;       // pipes made, just before the first fork
+  struct memstat atfork;    // right after the last fork
+  struct memstat all;       // every branch has reported and is still alive
+};
+
+// The fork_phase, branch, PARALLEL_SUMMARY, branches_phase and verdict lines.
+static void
+parallel_report(const struct config *c, const struct options *o, const struct kv_plan *kp,
+                const struct parallel *pa, int forked, int done, const struct par_snaps *ps,
+                int released)
+{
+  long copies = 0, fresh = 0, fork_copied = 0;
+  long parent = (long)ps->all.cow_copies - (long)ps->pre.cow_copies;
+  int eager = ps->pre.cow_alloc == 0;
+  printf("[smolprobe] reserve_phase virtual_pages=%ld mapped_pages=%ld used_pages=%ld\n",
+         (long)ps->reserved.vpages - (long)ps->before.vpages,
+         mapped_delta(&ps->before, &ps->reserved), used_delta(&ps->before, &ps->reserved));
+  printf("[smolprobe] prefill_phase positions=%d mapped_pages=%ld used_pages=%ld\n",
+         o->n_prompt, mapped_delta(&ps->reserved, &ps->prefilled),
+         used_delta(&ps->reserved, &ps->prefilled));
+  printf("[smolprobe] fork_phase branches=%d shared_pages_at_fork=%ld prefix_kv_pages=%ld "
+         "requested=%d parent_mapped_pages=%ld parent_released_kv=%d\n", forked,
+         (long)ps->atfork.shared_pages, kv_active_pages(c, kp, o->n_prompt), o->samples,
+         (long)ps->pre.mapped_pages, released);
+  for(int i = 0; i < done; i++){
+    const struct branch_report *r = &pa->rep[i];
+    print_branch(r, pa->tokens + i * o->gen_len, o->gen_len);
+    copies += r->cow_copies;
+    fresh += r->new_kv_pages;
+    fork_copied += eager ? r->fork_pages : 0;
+  }
+  long eager_pages = (long)ps->pre.mapped_pages * done;
+  long actual = copies + parent + fork_copied, saved = eager_pages - actual;
+  printf("[smolprobe] PARALLEL_SUMMARY branches=%d eager_copy_pages=%ld actual_copied_pages=%ld "
+         "saved_pages=%ld saved_percent=%ld%%\n", done, eager_pages, actual, saved,
+         eager_pages > 0 ? floor_div(100 * saved, eager_pages) : 0);
+  printf("[smolprobe] branches_phase used_pages=%ld private_pages=%ld parent_copies=%ld\n",
+         in_use(&ps->all) - in_use(&ps->pre), actual + fresh, parent);
+  if(eager)
+    printf("[smolprobe] verdict=EAGER_FORK_STYLE fork copied every mapped page "
+           "for each branch\n");
+  else
+    printf("[smolprobe] verdict=COW_STYLE branches share the prompt KV until they write\n");
+}
+
+// The parent's side of --samples, after the reservation (ps->before and ps->reserved are
+// taken): prefill, fork, collect, report. Returns the number of branches that reported.
+static int
+parallel_run(const struct model *mo, struct state *s, struct options *o, float *probs,
+             const struct kv_plan *kp, struct parallel *pa, struct par_snaps *ps)
+{
+  struct channels ch;
+  int P = o->n_prompt;
+
+  for(int pos = 0; pos < P; pos++)                   // prefill: rows 0..P-1, logits of P-1
+    forward(mo, s, o->tokens[pos], pos, pos == P - 1);
+  memstat(&ps->prefilled);
+  if(pipe(ch.go) < 0 || pipe(ch.rep) < 0 || pipe(ch.ex) < 0)
+    die("pipe failed (too many open files?)", "");
+  memstat(&ps->pre);
+  int forked = fork_branches(mo, s, o, probs, &ch, ps->pre.cow_alloc);
+  memstat(&ps->atfork);
+  close(ch.go[0]);
+  close(ch.rep[1]);
+  close(ch.ex[0]);
+  int released = kv_release(s, kp);
+  int done = collect(pa, forked, o->gen_len, &ch);
+  memstat(&ps->all);                                 // every branch alive, all reported
+  close(ch.ex[1]);
+  close(ch.go[1]);
+  for(int i = 0; i < forked; i++)
+    wait(0);
+  close(ch.rep[0]);
+  parallel_report(&mo->c, o, kp, pa, forked, done, ps, released);
+  return done;
+}
+
 // ============================================================================ the CLI
 
 static void
@@ -963,7 +1281,7 @@ usage(void)
 {
   printf("usage: smolprobe --prompt-tokens a,b,c --gen-len N [--seq-len N] [--model PATH]\n"
          "                 [--temperature T] [--seed S] [--print-tokens] [--print-logits]\n"
-         "                 [--trace] [--help]\n"
+         "                 [--trace] [--samples N] [--help]\n"
          "Runs a SmolLM-135M-architecture transformer (default model %s) over a KV cache\n"
          "reserved with one sbrk() for --seq-len positions (default 256), and reports how\n"
          "many KV pages the kernel mapped while reserving and while decoding.\n"
@@ -975,7 +1293,10 @@ usage(void)
          "                   fed, so the run writes prompt+gen K/V rows\n"
          "  --temperature    0 (default) = greedy; > 0 samples with --seed (default 0)\n"
          "  --print-tokens   print the generated ids; --print-logits the final logits\n"
-         "  --trace          one line per fed position with the KV pages mapped so far\n",
+         "  --trace          one line per fed position with the KV pages mapped so far\n"
+         "  --samples N      prefill once, fork N branches (1..64) that each sample their\n"
+         "                   own gen-len tokens (seed+i, temperature 0.8 unless given)\n"
+         "                   over the shared prompt KV, and report the copy-on-write pages\n",
          DEFAULT_MODEL);
 }
 
@@ -1050,12 +1371,29 @@ flag_value(int argc, char **argv, int *i)
   return argv[++*i];
 }
 
+// The --samples rules: branches generate (gen-len >= 1) and differ (temperature > 0 when
+// N > 1; 0.8 when not given); --trace is off in branches (it would print from them).
+static void
+check_samples(struct options *o)
+{
+  if(o->gen_len < 1)
+    die("--samples needs --gen-len >= 1 (each branch generates its own tokens)", "");
+  if(o->temperature < 0.0f){
+    o->temperature = PARALLEL_TEMPERATURE;
+    o->temp_text = "0.8";
+  }
+  if(o->samples > 1 && o->temperature == 0.0f)
+    die("--samples N > 1 needs --temperature > 0 (greedy branches would all be the same)", "");
+  o->trace = 0;
+}
+
 static void
 parse_args(int argc, char **argv, struct options *o)
 {
   memset(o, 0, sizeof(*o));
   o->model = DEFAULT_MODEL;
   o->gen_len = -1;
+  o->temperature = -1.0f;
   for(int i = 1; i < argc; i++){
     const char *a = argv[i];
     if(strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0){
@@ -1076,8 +1414,11 @@ parse_args(int argc, char **argv, struct options *o)
       if(end == v || *end != 0 || !(t >= 0.0 && t <= 1e6))
         die("--temperature: want a number >= 0, got ", v);
       o->temperature = (float)t;
+      o->temp_text = v;
     } else if(strcmp(a, "--seed") == 0){
       o->seed = parse_long(a, flag_value(argc, argv, &i), 0, 0x7fffffffL);
+    } else if(strcmp(a, "--samples") == 0){
+      o->samples = parse_long(a, flag_value(argc, argv, &i), 1, MAX_SAMPLES);
     } else if(strcmp(a, "--print-tokens") == 0){
       o->print_tokens = 1;
     } else if(strcmp(a, "--print-logits") == 0){
@@ -1092,6 +1433,10 @@ parse_args(int argc, char **argv, struct options *o)
     die("--prompt-tokens is required (try --help)", "");
   if(o->gen_len < 0)
     die("--gen-len is required (try --help)", "");
+  if(o->samples)
+    check_samples(o);
+  else if(o->temperature < 0.0f)
+    o->temperature = 0.0f;
 }
 
 // Check the request against the model; on success o->tokens has room for P+G ids.
@@ -1122,6 +1467,36 @@ check_request(const struct config *c, struct options *o)
   o->tokens = all;
 }
 
+// main() for --samples: the reservation as in a single request, then parallel_run();
+// the timing line counts the prompt once and every branch's tokens. Exits.
+static void
+parallel_main(const struct model *mo, struct state *s, struct options *o, float *probs,
+              const struct kv_plan *kp, uint64 t0)
+{
+  static struct par_snaps ps;
+  static struct parallel pa;
+  parallel_alloc(o, &pa);
+  printf("[smolprobe] parallel_request samples=%d temperature=%s seed=%lu "
+         "(branch i samples with seed+i)\n", o->samples, o->temp_text, o->seed);
+  kv_align_break();
+  uint64 t1 = clock_us();
+  if(memstat(&ps.before) < 0)
+    die("memstat failed", "");
+  kv_reserve(s, &mo->c, kp);
+  memstat(&ps.reserved);
+  printf("[smolprobe] running decode...\n");
+  int done = parallel_run(mo, s, o, probs, kp, &pa, &ps);
+  uint64 dus = clock_us() - t1;
+  dus = dus > 0 ? dus : 1;
+  uint64 fed = o->n_prompt + (uint64)done * o->gen_len;
+  uint64 tps10 = fed * 10000000UL / dus;
+  printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu\n",
+         (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10);
+  if(done == 0)
+    die("no branch could run (see the fork message above)", "");
+  exit(0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1147,6 +1522,8 @@ main(int argc, char **argv)
   kv_plan(&mo.c, o.seq_len, &kp);
   long active = kv_active_pages(&mo.c, &kp, total);
   printf("[smolprobe] kv_capacity max_pages=%ld active_pages_est=%ld\n", kp.max_pages, active);
+  if(o.samples)
+    parallel_main(&mo, &s, &o, probs, &kp, t0);
   kv_align_break();
   uint64 t1 = clock_us();
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,6 +104,19 @@ static void *g_memmove(void *d, const void *s, unsigned long n) { return memmove
 static int g_memcmp(const void *a, const void *b, unsigned long n) { return memcmp(a, b, n); }
 static long g_strtol(const char *s, char **e, int b) { return strtol(s, e, b); }
 static double g_strtod(const char *s, char **e) { return strtod(s, e); }
+static int g_fork(void) { return fork(); }
+static int g_pipe(int *fds) { return pipe(fds); }
+static int g_vsnprintf(char *b, int n, const char *f, va_list ap) { return vsnprintf(b, n, f, ap); }
+
+// wait() with an int* status in NexOS's sense: the child's exit status.
+static int
+g_wait(int *status)
+{
+  int st, pid = wait(&st);
+  if(pid >= 0 && status)
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return pid;
+}
 
 // ---------------------------------------------------------------- the NexOS ABI
 
@@ -116,6 +130,26 @@ void
 exit(int status)
 {
   _exit(status);
+}
+
+// Processes: the host's own (the sbrk arena is a private mapping, so a child gets a
+// copy-on-write image of it, like NexOS with COW_ALLOC=1; memstat counts no COW faults).
+int
+fork(void)
+{
+  return g_fork();
+}
+
+int
+pipe(int *fds)
+{
+  return g_pipe(fds);
+}
+
+int
+wait(int *status)
+{
+  return g_wait(status);
 }
 
 int
@@ -221,6 +255,16 @@ printf(const char *fmt, ...)
   va_start(ap, fmt);
   host_vdprintf(1, fmt, ap);
   va_end(ap);
+}
+
+int
+snprintf(char *buf, int size, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  int n = g_vsnprintf(buf, size, fmt, ap);
+  va_end(ap);
+  return n;
 }
 
 void
