@@ -10,6 +10,7 @@ Exit status: 0 when the figures were measured (whatever they are), 1 when someth
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import sys
@@ -168,6 +169,16 @@ def make_parser(description: str, add_args: Callable[[argparse.ArgumentParser], 
     return p
 
 
+def load_note() -> str:
+    """The host's load average, for reading wall-clock figures on a shared machine."""
+    try:
+        one, five, _ = os.getloadavg()
+    except OSError:
+        return "host load average unknown"
+    return (f"host load average {one:.1f} (1 min) {five:.1f} (5 min) on {os.cpu_count()} "
+            "cores: wall-clock figures grow with it")
+
+
 def failure_text(e: BaseException) -> str | None:
     """One line (plus evidence) for a breakage we expect to report; None for a real bug."""
     if isinstance(e, (BenchError, QemuError, BuildError)):
@@ -195,6 +206,7 @@ def main(name: str, description: str, add_args: Callable[[argparse.ArgumentParse
         return 1
     for f in figures:
         print(f.line())
+    print(f"({load_note()})")
     return 0
 
 

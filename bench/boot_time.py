@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from benchlib import Figure, booted, build, main, median
+
 from nexos.config import BuildConfig
 
 NAME = "boot_time"

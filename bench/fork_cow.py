@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from benchlib import BenchError, Figure, booted, build, main, median, number, run_line
+
 from nexos.config import BuildConfig
 
 NAME = "fork_cow"

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from benchlib import BenchError, Figure, booted, build, main, number, repo, run_line
+
 from nexos.config import BuildConfig
 
 NAME = "read_throughput"
