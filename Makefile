@@ -144,8 +144,7 @@ $(B)/image.list: FORCE
 	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
 
 $(B)/fs.img: build/host/mkfs $(UPROGS) $(EXTRA_BINS) $(B)/image.list
-	build/host/mkfs $@.new $(FS_MB) $(IMAGE_FILES)
-	mv $@.new $@
+	build/host/mkfs $@.$$$$ $(FS_MB) $(IMAGE_FILES) && mv $@.$$$$ $@
 
 # The LLM image adds the checkpoint as /model.bin: MODEL=path, or a synthetic SmolLM-135M
 # checkpoint generated once and cached under build/models/.
@@ -158,14 +157,12 @@ $(B)/model.list: FORCE
 $(DEFAULT_MODEL):
 	@mkdir -p $(@D)
 	PYTHONPATH=harness $(PYTHON) -m nexos.model synth --preset smollm-135m --seed 0 \
-		--weight-type int8 --out $@.new
-	mv $@.new $@
+		--weight-type int8 --out $@.$$$$ && mv $@.$$$$ $@
 
 $(B)/fs-llm.img: build/host/mkfs $(UPROGS) $(EXTRA_BINS) $(B)/image.list $(B)/model.list $(MODEL_FILE)
 	@test -f $(MODEL_FILE) || { echo "MODEL: no such file: $(MODEL_FILE)" >&2; exit 1; }
-	build/host/mkfs $@.new $$(( $$(stat -c %s $(MODEL_FILE)) / 1048576 + $(FS_MB) )) \
-		$(IMAGE_FILES) model.bin=$(MODEL_FILE)
-	mv $@.new $@
+	build/host/mkfs $@.$$$$ $$(( $$(stat -c %s $(MODEL_FILE)) / 1048576 + $(FS_MB) )) \
+		$(IMAGE_FILES) model.bin=$(MODEL_FILE) && mv $@.$$$$ $@
 
 # ---------------------------------------------------------------- running
 

@@ -164,6 +164,19 @@ bcached(uint dev, uint blockno)
   return found;
 }
 
+// How many of the blocks blockno, blockno+1, ... (at most n) are not in the cache,
+// counting up to the first cached one. Only a hint, like bcached().
+int
+buncached(uint dev, uint blockno, int n)
+{
+  int k = 0;
+  acquire(&bcache.lock);
+  while(k < n && lookup(dev, blockno + k) == 0)
+    k++;
+  release(&bcache.lock);
+  return k;
+}
+
 // Read blocks blockno, blockno+1, ... (at most n, at most READAHEAD) into the cache with
 // one disk request, stopping before the first block already cached or when no buffer is
 // free. Returns how many blocks were read; they are left in the cache, unlocked.

@@ -22,4 +22,5 @@ struct buf {
 // bio.c, beyond defs.h (used inside the storage stack only).
 int             bcached(uint dev, uint blockno);
 int             breadahead(uint dev, uint blockno, int n);
+int             buncached(uint dev, uint blockno, int n);
 struct buf*     bzeroed(uint dev, uint blockno);

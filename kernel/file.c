@@ -128,12 +128,14 @@ fileread(struct file *f, uint64 addr, int n)
 
 // Bytes of file data one transaction may write. Worst case, a chunk touches its data
 // blocks plus one (unaligned start), up to 3 indirect blocks (single, or double-indirect
-// plus two second-level blocks), 2 bitmap blocks and the inode: 6 more than its data.
-#define WRITECHUNK ((MAXOPBLOCKS - 7) * BSIZE)
+// plus two second-level blocks), 2 bitmap blocks and the inode: 7 more than its data
+// blocks. A big operation (begin_bigop) may log LOGSIZE blocks, a normal one MAXOPBLOCKS.
+#define WRITECHUNK    ((MAXOPBLOCKS - 7) * BSIZE)
+#define BIGWRITECHUNK ((LOGSIZE - 7) * BSIZE)
 
 // Write n bytes from the user address addr to f. Returns n, or -1 if not all of it could
-// be written. A write to an inode is split into transactions of at most WRITECHUNK bytes
-// so that each fits in the log.
+// be written. A write to an inode is split into transactions small enough for the log;
+// long writes use big operations, which commit fewer times.
 int
 filewrite(struct file *f, uint64 addr, int n)
 {
@@ -152,9 +154,13 @@ filewrite(struct file *f, uint64 addr, int n)
   int i = 0;
   while(i < n){
     int n1 = n - i;
-    if(n1 > WRITECHUNK)
-      n1 = WRITECHUNK;
-    begin_op();
+    if(n1 > WRITECHUNK){
+      if(n1 > BIGWRITECHUNK)
+        n1 = BIGWRITECHUNK;
+      begin_bigop();
+    } else {
+      begin_op();
+    }
     ilock(f->ip);
     int r = writei(f->ip, 1, addr + i, f->off, n1);
     if(r > 0)

@@ -14,6 +14,8 @@ struct file {
 #define minor(dev)  ((dev) & 0xFFFF)
 #define	mkdev(m,n)  ((uint)((m)<<16| (n)))
 
+#define MAPCACHE 32   // block addresses an in-memory inode remembers for reading
+
 // In-memory copy of an inode.
 struct inode {
   uint dev;           // device number
@@ -28,6 +30,13 @@ struct inode {
   short nlink;
   uint64 size;
   uint addrs[NDIRECT+2];
+
+  // Read-path cache of block addresses (fs.c): blocks mapbn .. mapbn+mapn-1 of the file
+  // are at disk blocks mapaddr[0 .. mapn-1]; 0 means "unknown". Only ever refers to
+  // blocks the file still has: itrunc and ilock's first read clear it (mapn = 0).
+  uint64 mapbn;
+  int mapn;
+  uint mapaddr[MAPCACHE];
 };
 
 // Maps a device's major number to its read and write functions.
@@ -40,3 +49,7 @@ struct devsw {
 extern struct devsw devsw[];
 
 #define CONSOLE 1
+
+// log.c, beyond defs.h: start an operation that may log up to LOGSIZE blocks and runs
+// alone; end it with end_op(). Used by filewrite for large writes.
+void begin_bigop(void);

@@ -1,7 +1,7 @@
 // The file system: blocks, inodes, directories, path names.
 //
 // Layers, bottom up (see docs/filesystem.md for the on-disk format):
-//   blocks:      balloc/bfree over the free-block bitmap
+//   blocks:      balloc, and freeset_add (itrunc), over the free-block bitmap
 //   inodes:      the in-memory inode table; ialloc, iget, ilock, iput, bmap, readi, writei
 //   directories: an inode of type T_DIR holding struct dirent entries
 //   path names:  namei, nameiparent
@@ -18,6 +18,7 @@
 #include "kernel/fs.h"
 #include "kernel/buf.h"
 #include "kernel/file.h"
+#include "kernel/virtio.h"
 
 #define min(a, b) ((a) < (b) ? (a) : (b))
 
@@ -31,6 +32,13 @@ static uint ialloc_hint = 1;
 
 // Zeros, copied out for a block a file does not have (a hole).
 static char zeroblock[BSIZE];
+
+// The landing area of readi's direct path (readdirect).
+#define BIGREAD 64   // blocks per direct read (256 KiB)
+static struct {
+  struct sleeplock lock;            // held while data is in use
+  uchar data[BIGREAD * BSIZE] __attribute__((aligned(PGSIZE)));
+} bigread;
 
 // Read the super block of dev into *sbp.
 static void
@@ -50,6 +58,7 @@ fsinit(int dev)
   if(sb.magic != FSMAGIC)
     panic("fsinit: not a NexOS file system");
   initlock(&hintlock, "fshint");
+  initsleeplock(&bigread.lock, "bigread");
   balloc_hint = 0;
   initlog(dev, &sb);
 }
@@ -71,7 +80,8 @@ balloc(uint dev)
     uint hi = pass == 0 ? sb.size : start;
     for(uint b = lo; b < hi; b += BPB){
       struct buf *bp = bread(dev, BBLOCK(b, sb));
-      for(uint bi = 0; bi < BPB && b + bi < sb.size; bi++){
+      uint first = (pass == 0 && b == lo) ? (start % BPB) & ~7 : 0;
+      for(uint bi = first; bi < BPB && b + bi < hi; bi++){
         if(bi % 8 == 0 && bp->data[bi / 8] == 0xff){
           bi += 7;   // eight blocks in use
           continue;
@@ -95,20 +105,6 @@ balloc(uint dev)
   }
   printf("balloc: out of blocks\n");
   return 0;
-}
-
-// Mark block b of dev free. Caller is inside a transaction.
-static void
-bfree(int dev, uint b)
-{
-  struct buf *bp = bread(dev, BBLOCK(b, sb));
-  uint bi = b % BPB;
-  uchar mask = 1 << (bi % 8);
-  if((bp->data[bi / 8] & mask) == 0)
-    panic("bfree: block already free");
-  bp->data[bi / 8] &= ~mask;
-  log_write(bp);
-  brelse(bp);
 }
 
 // ---------------------------------------------------------------- inodes
@@ -249,6 +245,7 @@ ilock(struct inode *ip)
     ip->size = dip->size;
     memmove(ip->addrs, dip->addrs, sizeof(ip->addrs));
     brelse(bp);
+    ip->mapn = 0;
     ip->valid = 1;
     if(ip->type == 0)
       panic("ilock: inode is free on disk");
@@ -364,23 +361,58 @@ bmap(struct inode *ip, uint64 bn, int alloc)
   return 0;
 }
 
-// Free indirect block b and everything below it: depth 1 points at data blocks,
-// depth 2 at depth-1 blocks. Holds at most depth+1 buffer locks, tree order then bitmap.
+// A series of frees (itrunc) keeps the bitmap block it is changing locked until the next
+// free falls in another bitmap block: one bread and one log_write per bitmap block.
+struct freeset {
+  uint dev;
+  struct buf *bp;   // locked bitmap block, or 0
+};
+
+// Log and release the bitmap block held by fs, if any.
 static void
-free_tree(uint dev, uint b, int depth)
+freeset_flush(struct freeset *fs)
 {
-  struct buf *bp = bread(dev, b);
+  if(fs->bp){
+    log_write(fs->bp);
+    brelse(fs->bp);
+    fs->bp = 0;
+  }
+}
+
+// Mark block b free. Caller is inside a transaction.
+static void
+freeset_add(struct freeset *fs, uint b)
+{
+  if(fs->bp && fs->bp->blockno != BBLOCK(b, sb))
+    freeset_flush(fs);
+  if(fs->bp == 0)
+    fs->bp = bread(fs->dev, BBLOCK(b, sb));
+  uint bi = b % BPB;
+  uchar mask = 1 << (bi % 8);
+  if((fs->bp->data[bi / 8] & mask) == 0)
+    panic("freeset_add: block already free");
+  fs->bp->data[bi / 8] &= ~mask;
+}
+
+// Free indirect block b and everything below it: depth 1 points at data blocks,
+// depth 2 at depth-1 blocks. Lock order: tree blocks top-down, then the bitmap block
+// (flushed before each tree block is read).
+static void
+free_tree(struct freeset *fs, uint b, int depth)
+{
+  freeset_flush(fs);
+  struct buf *bp = bread(fs->dev, b);
   uint *a = (uint *)bp->data;
   for(int i = 0; i < NINDIRECT; i++){
     if(a[i] == 0)
       continue;
     if(depth > 1)
-      free_tree(dev, a[i], depth - 1);
+      free_tree(fs, a[i], depth - 1);
     else
-      bfree(dev, a[i]);
+      freeset_add(fs, a[i]);
   }
   brelse(bp);
-  bfree(dev, b);
+  freeset_add(fs, b);
 }
 
 // Free all of ip's blocks and set its size to 0. Only bitmap blocks and the inode are
@@ -389,20 +421,24 @@ free_tree(uint dev, uint b, int depth)
 void
 itrunc(struct inode *ip)
 {
+  struct freeset fs = { ip->dev, 0 };
+
   for(int i = 0; i < NDIRECT; i++){
     if(ip->addrs[i]){
-      bfree(ip->dev, ip->addrs[i]);
+      freeset_add(&fs, ip->addrs[i]);
       ip->addrs[i] = 0;
     }
   }
   if(ip->addrs[NDIRECT]){
-    free_tree(ip->dev, ip->addrs[NDIRECT], 1);
+    free_tree(&fs, ip->addrs[NDIRECT], 1);
     ip->addrs[NDIRECT] = 0;
   }
   if(ip->addrs[NDIRECT + 1]){
-    free_tree(ip->dev, ip->addrs[NDIRECT + 1], 2);
+    free_tree(&fs, ip->addrs[NDIRECT + 1], 2);
     ip->addrs[NDIRECT + 1] = 0;
   }
+  freeset_flush(&fs);
+  ip->mapn = 0;
   ip->size = 0;
   iupdate(ip);
 }
@@ -418,22 +454,101 @@ stati(struct inode *ip, struct stat *st)
   st->size = ip->size;
 }
 
-// The fast read path: before block bn (disk address addr) is read, if it is not cached,
-// fetch it together with the following blocks of the file that lie right after it on
-// the disk (mkfs and balloc lay files out consecutively), up to READAHEAD blocks and not
-// past the end of the file, in one disk request. Caller holds ip->lock, so the file's
-// blocks cannot change meanwhile; an uncached block of the file is current on disk,
-// because the log keeps every block it has not installed pinned in the cache.
+// ---------------------------------------------------------------- reading
+//
+// Two ways to read a file, both for speed (see docs/filesystem.md, "The read path"):
+//  - a read of whole blocks (>= 2) whose blocks lie consecutively on the disk and are not
+//    in the buffer cache goes straight from the disk into bigread.data with one request,
+//    and from there to dst: no buffer-cache locking per block;
+//  - any other block is read through the cache, and when it misses, the blocks of the
+//    file that follow it on the disk come along in the same request (read-ahead), so
+//    small sequential reads also cost one request per READAHEAD blocks.
+// Both rely on the caller holding ip->lock: the file's blocks cannot change meanwhile,
+// and a block of the file that is not in the cache is current on disk, because the log
+// keeps every block it has not yet installed pinned in the cache.
+
+// Copy into addrs[] the disk addresses of blocks bn, bn+1, ... of ip that are listed in
+// one map block (the inode, or one indirect block): at most max of them. Returns how many
+// (0 beyond MAXFILE); a 0 address is a hole. Caller holds ip->lock.
+static int
+bmap_run(struct inode *ip, uint64 bn, uint *addrs, int max)
+{
+  uint ind, first;
+  int n;
+
+  if(bn < NDIRECT){
+    n = min(max, NDIRECT - bn);
+    memmove(addrs, &ip->addrs[bn], n * sizeof(uint));
+    return n;
+  }
+  bn -= NDIRECT;
+  if(bn < NINDIRECT){
+    ind = ip->addrs[NDIRECT];
+    first = bn;
+  } else {
+    bn -= NINDIRECT;
+    if(bn >= NDINDIRECT)
+      return 0;
+    ind = ip->addrs[NDIRECT + 1];
+    if(ind)
+      ind = indirect_entry(ip, ind, bn / NINDIRECT, 0);
+    first = bn % NINDIRECT;
+  }
+  n = min(max, NINDIRECT - first);
+  if(ind == 0){
+    memset(addrs, 0, n * sizeof(uint));
+    return n;
+  }
+  struct buf *bp = bread(ip->dev, ind);
+  memmove(addrs, (uint *)bp->data + first, n * sizeof(uint));
+  brelse(bp);
+  return n;
+}
+
+// Try the direct path for up to nblocks whole blocks of ip from block bn into dst.
+// Returns the bytes copied (a multiple of BSIZE), 0 if the direct path does not apply
+// here (fewer than 2 consecutive uncached blocks), or -1 if copying to dst failed.
+static int
+readdirect(struct inode *ip, int user_dst, uint64 dst, uint64 bn, uint64 nblocks)
+{
+  uint addrs[BIGREAD];
+
+  int n = bmap_run(ip, bn, addrs, min(nblocks, BIGREAD));
+  if(n < 2 || addrs[0] == 0)
+    return 0;
+  int k = 1;
+  while(k < n && addrs[k] == addrs[0] + k)
+    k++;
+  k = buncached(ip->dev, addrs[0], k);
+  if(k < 2)
+    return 0;
+
+  acquiresleep(&bigread.lock);
+  virtio_disk_read(bigread.data, k, addrs[0]);
+  int r = either_copyout(user_dst, dst, bigread.data, (uint64)k * BSIZE);
+  releasesleep(&bigread.lock);
+  return r < 0 ? -1 : k * BSIZE;
+}
+
+// Before block bn (disk address addr) is read through the cache: if it is missing, fetch
+// it together with the following blocks of the file that lie right after it on the disk,
+// up to READAHEAD blocks and not past the end of the file, in one request.
 static void
 readahead(struct inode *ip, uint64 bn, uint addr)
 {
+  uint addrs[READAHEAD];
+
   if(bcached(ip->dev, addr))
     return;
-  uint64 last = (ip->size - 1) / BSIZE;
-  int n = 1;
-  while(n < READAHEAD && bn + n <= last && bmap(ip, bn + n, 0) == addr + n)
-    n++;
-  breadahead(ip->dev, addr, n);
+  uint64 left = (ip->size + BSIZE - 1) / BSIZE - bn;   // blocks from bn to the end
+  int n = bmap_run(ip, bn, addrs, min(left, min(READAHEAD, MAPCACHE)));
+  memmove(ip->mapaddr, addrs, n * sizeof(uint));        // remember them for readi
+  ip->mapbn = bn;
+  ip->mapn = n;
+  int k = 1;
+  while(k < n && addrs[k] == addr + k)
+    k++;
+  breadahead(ip->dev, addr, k);
 }
 
 // Read n bytes of ip starting at byte off into dst (a user virtual address of the
@@ -451,8 +566,19 @@ readi(struct inode *ip, int user_dst, uint64 dst, uint64 off, uint n)
 
   for(tot = 0; tot < n; tot += m, off += m, dst += m){
     uint64 bn = off / BSIZE;
+    if(off % BSIZE == 0 && n - tot >= 2 * BSIZE){
+      int r = readdirect(ip, user_dst, dst, bn, (n - tot) / BSIZE);
+      if(r < 0)
+        return -1;
+      if((m = r) > 0)
+        continue;
+    }
     m = min(n - tot, BSIZE - off % BSIZE);
-    uint addr = bmap(ip, bn, 0);
+    uint addr = 0;
+    if(bn >= ip->mapbn && bn < ip->mapbn + ip->mapn)
+      addr = ip->mapaddr[bn - ip->mapbn];
+    if(addr == 0)
+      addr = bmap(ip, bn, 0);
     if(addr == 0){
       if(either_copyout(user_dst, dst, zeroblock, m) == -1)
         return -1;

@@ -12,7 +12,7 @@
 // A reference is owned by whoever will call kfree() for it: normally one user PTE
 // (vm.c), or the kernel structure that called kalloc() (a page-table page, a pipe,
 // a kernel stack, a trapframe). COW fork adds one reference per sharing PTE with
-// krefinc(); the page returns to the free list when the last owner calls kfree().
+// krefinc_ptes(); the page returns to the free list when the last owner calls kfree().
 // A page with refs 0 is free (on the list or untouched); allocated pages have refs >= 1.
 #include "kernel/types.h"
 #include "kernel/param.h"
@@ -124,19 +124,26 @@ kfree(void *pa)
   release(&kmem.lock);
 }
 
-// Contract: add one reference to the allocated page pa (a new PTE now maps it; the new
-// owner will kfree() it). Panics if pa is free or not a managed page.
+// Contract: add one reference to the page that each valid PTE of ptes[0..n) maps: fork
+// (vm.c, COW_ALLOC=1) calls it once per filled level-0 table of the child, whose new
+// PTEs each become an owner (each will kfree() its reference). One acquire for up to
+// 512 pages instead of one per page: this loop is most of the cost of a COW fork.
+// The pages must be allocated (another owner, the parent's PTE, pins them while we
+// count). Panics if a PTE maps a free page or one the allocator does not manage.
 void
-krefinc(void *pa)
+krefinc_ptes(pte_t *ptes, int n)
 {
-  uint64 i = pageindex(pa, "krefinc: bad page");
-
   acquire(&kmem.lock);
-  if(refs[i] == 0)
-    panic("krefinc: page is free");
-  if(refs[i] == 0xFFFF)
-    panic("krefinc: too many references");
-  refs[i]++;
+  for(int k = 0; k < n; k++){
+    if((ptes[k] & PTE_V) == 0)
+      continue;
+    uint64 i = pageindex((void *)PTE2PA(ptes[k]), "krefinc_ptes: bad page");
+    if(refs[i] == 0)
+      panic("krefinc_ptes: page is free");
+    if(refs[i] == 0xFFFF)
+      panic("krefinc_ptes: too many references");
+    refs[i]++;
+  }
   release(&kmem.lock);
 }
 

@@ -10,7 +10,8 @@
 // After a crash, recover_from_log() re-installs a committed log, or ignores an
 // uncommitted one. Several operations may share one commit (group commit); begin_op()
 // admits a new operation only while the log surely has room for MAXOPBLOCKS more blocks
-// from each outstanding one.
+// from each outstanding one. begin_bigop() admits an operation of up to LOGSIZE blocks
+// that runs alone (large file writes).
 //
 // On disk: [ header block | LOGSIZE logged blocks ] from sb.logstart.
 
@@ -31,11 +32,12 @@ struct logheader {
 };
 
 struct log {
-  struct spinlock lock;  // protects outstanding, committing, lh
+  struct spinlock lock;  // protects outstanding, committing, big, lh
   int start;             // block number of the header
   int size;              // blocks in the log region, header included
   int outstanding;       // operations between begin_op and end_op
   int committing;        // a commit is in progress: wait
+  int big;               // the one outstanding operation is a big one (begin_bigop)
   int dev;
   struct logheader lh;
 };
@@ -145,22 +147,30 @@ recover_from_log(void)
   write_head();
 }
 
-// Start a file-system operation: wait until no commit is running and the log has room
-// for this operation's worst case, MAXOPBLOCKS blocks.
+// Start a file-system operation: wait until no commit or big operation is running and
+// the log has room for this operation's worst case, MAXOPBLOCKS blocks.
 void
 begin_op(void)
 {
   acquire(&log.lock);
-  for(;;){
-    if(log.committing ||
-       log.lh.n + (log.outstanding + 1) * MAXOPBLOCKS > LOGSIZE){
-      sleep(&log, &log.lock);
-    } else {
-      log.outstanding++;
-      release(&log.lock);
-      return;
-    }
-  }
+  while(log.committing || log.big ||
+        log.lh.n + (log.outstanding + 1) * MAXOPBLOCKS > LOGSIZE)
+    sleep(&log, &log.lock);
+  log.outstanding++;
+  release(&log.lock);
+}
+
+// Start a big operation, which may log up to LOGSIZE blocks (filewrite's large chunks):
+// it waits until no other operation is outstanding and runs alone.
+void
+begin_bigop(void)
+{
+  acquire(&log.lock);
+  while(log.committing || log.big || log.outstanding > 0)
+    sleep(&log, &log.lock);
+  log.big = 1;
+  log.outstanding = 1;
+  release(&log.lock);
 }
 
 // End a file-system operation; the last one out commits everybody's changes.
@@ -174,6 +184,7 @@ end_op(void)
   if(log.committing)
     panic("end_op: committing");
   log.outstanding--;
+  log.big = 0;   // a big operation runs alone, so if one was running, it is this one
   if(log.outstanding == 0){
     docommit = 1;
     log.committing = 1;

@@ -7,7 +7,7 @@
 #define NDEV         10   // device major numbers
 #define ROOTDEV       1   // device number of the root file system
 #define MAXARG       32   // exec arguments
-#define MAXOPBLOCKS  10   // most blocks one file-system operation writes
+#define MAXOPBLOCKS  24   // most blocks one file-system operation writes (deleting a file on a 2 GiB image needs 16 bitmap blocks + 4)
 #define LOGSIZE      (MAXOPBLOCKS*3)  // blocks in the on-disk log
 #define NBUF         (MAXOPBLOCKS*3)  // blocks in the buffer cache
 #define FSSIZE       32768 // default file-system size in blocks (mkfs may be told otherwise)

@@ -2,8 +2,9 @@
 // machine places at VIRTIO0.
 //
 // One virtqueue of NUM descriptors. A request is a descriptor chain:
-//   header (device reads) -> one descriptor per BSIZE block buffer -> status byte (device writes)
-// so one request may move up to VIRTIO_MAXBUFS blocks that are consecutive on the disk.
+//   header (device reads) -> data pieces (up to VIRTIO_MAXBUFS) -> status byte (device writes)
+// covering whole BSIZE blocks that are consecutive on the disk: several cache buffers, or
+// one contiguous kernel area (readi's fast path).
 // The requester sleeps until the interrupt handler sees the chain in the used ring.
 
 #include "kernel/types.h"
@@ -22,8 +23,6 @@
 
 // One request in flight, kept at the index of its chain's head descriptor.
 struct request {
-  struct buf *bufs[VIRTIO_MAXBUFS];
-  int nbuf;
   int busy;              // 1 from submission until the interrupt handler retires it
   volatile uint8 status; // the device writes 0 here on success
 };
@@ -163,19 +162,20 @@ setdesc(int i, void *addr, uint32 len, uint16 flags, uint16 next)
   disk.desc[i].next = next;
 }
 
-// Read (write == 0) or write the n buffers in bufs, which hold the consecutive disk
-// blocks blockno, blockno+1, ...; returns when the device is done. The caller holds every
-// buffer's sleeplock; kernel addresses are physical, so buffer data can go to the device as is.
-void
-virtio_disk_rwv(struct buf **bufs, int n, uint blockno, int write)
+// Move the nseg memory pieces seg[i] (len[i] bytes each, a multiple of 512, physically
+// contiguous) to or from the disk, starting at block blockno: the pieces follow each other
+// on the disk. Returns when the device is done. Kernel addresses are physical, so kernel
+// memory goes to the device as is.
+static void
+disk_io(void **seg, uint32 *len, int nseg, uint blockno, int write)
 {
   int idx[VIRTIO_MAXBUFS + 2];
 
-  if(n < 1 || n > VIRTIO_MAXBUFS)
-    panic("virtio_disk_rwv: bad count");
+  if(nseg < 1 || nseg > VIRTIO_MAXBUFS)
+    panic("virtio_disk: bad segment count");
 
   acquire(&disk.lock);
-  while(alloc_descs(idx, n + 2) < 0)
+  while(alloc_descs(idx, nseg + 2) < 0)
     sleep(&disk.free[0], &disk.lock);
 
   int head = idx[0];
@@ -185,16 +185,13 @@ virtio_disk_rwv(struct buf **bufs, int n, uint blockno, int write)
   h->reserved = 0;
   h->sector = (uint64)blockno * (BSIZE / 512);
   setdesc(head, h, sizeof(*h), VIRTQ_DESC_F_NEXT, idx[1]);
-  for(int i = 0; i < n; i++){
+  for(int i = 0; i < nseg; i++){
     uint16 flags = VIRTQ_DESC_F_NEXT | (write ? 0 : VIRTQ_DESC_F_WRITE);
-    setdesc(idx[i + 1], bufs[i]->data, BSIZE, flags, idx[i + 2]);
-    bufs[i]->disk = 1;
-    r->bufs[i] = bufs[i];
+    setdesc(idx[i + 1], seg[i], len[i], flags, idx[i + 2]);
   }
-  r->nbuf = n;
   r->status = 0xff;
   r->busy = 1;
-  setdesc(idx[n + 1], (void *)&r->status, 1, VIRTQ_DESC_F_WRITE, 0);
+  setdesc(idx[nseg + 1], (void *)&r->status, 1, VIRTQ_DESC_F_WRITE, 0);
 
   // Publish the chain: ring entry first, then the index the device polls.
   disk.avail->ring[disk.avail->idx % NUM] = head;
@@ -211,11 +208,41 @@ virtio_disk_rwv(struct buf **bufs, int n, uint blockno, int write)
   release(&disk.lock);
 }
 
-// Read or write one buffer (b->blockno). Caller holds b's sleeplock.
+// Read (write == 0) or write the n buffers in bufs, which hold the consecutive disk
+// blocks blockno, blockno+1, ... (their own blockno fields are not consulted). The
+// caller holds every buffer's sleeplock.
+void
+virtio_disk_rwv(struct buf **bufs, int n, uint blockno, int write)
+{
+  void *seg[VIRTIO_MAXBUFS];
+  uint32 len[VIRTIO_MAXBUFS];
+
+  if(n < 1 || n > VIRTIO_MAXBUFS)
+    panic("virtio_disk_rwv: bad count");
+  for(int i = 0; i < n; i++){
+    seg[i] = bufs[i]->data;
+    len[i] = BSIZE;
+    bufs[i]->disk = 1;
+  }
+  disk_io(seg, len, n, blockno, write);
+  for(int i = 0; i < n; i++)
+    bufs[i]->disk = 0;
+}
+
+// Read one buffer's block (b->blockno) or write it. Caller holds b's sleeplock.
 void
 virtio_disk_rw(struct buf *b, int write)
 {
   virtio_disk_rwv(&b, 1, b->blockno, write);
+}
+
+// Read n consecutive blocks from blockno into dst, n*BSIZE bytes of contiguous kernel
+// memory, in one request (readi's fast path; no buffer cache involved).
+void
+virtio_disk_read(void *dst, int n, uint blockno)
+{
+  uint32 len = n * BSIZE;
+  disk_io(&dst, &len, 1, blockno, 0);
 }
 
 // Interrupt from the device: retire every chain the device has put in the used ring
@@ -233,8 +260,6 @@ virtio_disk_intr(void)
     struct request *r = &disk.req[id];
     if(id < 0 || id >= NUM || !r->busy)
       panic("virtio_disk_intr: unknown request");
-    for(int i = 0; i < r->nbuf; i++)
-      r->bufs[i]->disk = 0;
     r->busy = 0;
     wakeup(r);
     disk.used_idx++;

@@ -4,7 +4,7 @@
 //
 //   LAZY_ALLOC  growproc()  1: sbrk(n>0) only raises p->sz     0: maps every page now
 //               vmfault()   1: maps a zeroed heap page on first touch (lazyfault)
-//   COW_ALLOC   uvmcopy()   1: fork shares pages (share_page)  0: copies them (copy_page)
+//   COW_ALLOC   uvmcopy()   1: fork shares pages (share_pte)   0: copies them (copy_pte)
 //               vmfault()   1: a store to a PTE_COW page copies or takes it (cowfault)
 //   both        userpte()   copyin/copyout/copyinstr fault pages in through vmfault()
 //
@@ -191,13 +191,16 @@ uvmcreate(void)
   return pagetable;
 }
 
-// Contract: the first page-aligned address after the 2 MiB region (one level-0 page
-// table's reach) that contains va. walk(.., va, 0) == 0 means that whole region is
-// unmapped, so loops over user memory may jump there at once.
+// Contract: where a loop over the user memory of pagetable should look next, given
+// that walk(pagetable, va, 0) has found no leaf PTE for va (or that the loop is done
+// with va's level-0 table): the end of va's 1 GiB region if that has no level-1
+// table, else the end of va's 2 MiB region (one level-0 table's reach). Everything
+// skipped is unmapped (or already visited), so holes cost one step per table.
 static uint64
-nextregion(uint64 va)
+nextregion(pagetable_t pagetable, uint64 va)
 {
-  return (va | ((1L << PXSHIFT(1)) - 1)) + 1;
+  int level = (pagetable[PX(2, va)] & PTE_V) ? 1 : 2;
+  return (va | ((1L << PXSHIFT(level)) - 1)) + 1;
 }
 
 // Contract: remove the mappings of the npages pages from page-aligned va. Holes (no
@@ -215,7 +218,7 @@ uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
   while(a < end){
     pte_t *pte = walk(pagetable, a, 0);
     if(pte == 0){
-      a = nextregion(a);  // no level-0 table here: 2 MiB of holes
+      a = nextregion(pagetable, a);  // no level-0 (or level-1) table: all holes
       continue;
     }
     if(*pte & PTE_V){
@@ -310,38 +313,56 @@ uvmclear(pagetable_t pagetable, uint64 va)
 
 // ---------------------------------------------------------------- fork: copy or share
 
-// COW_ALLOC=0. Contract: give child page table new a private copy of the page that
-// parent PTE *pte maps, at va, with the same flags. Returns 0, or -1 if out of memory
-// (nothing of this page is left behind).
-static int
-copy_page(pagetable_t new, uint64 va, pte_t *pte)
+// Both policies below answer one question for forkleaves(): "the parent's leaf PTE is
+// *pte; what is the child's?" Everything around them (the table walk, the undo on
+// failure) is the same mechanism for COW_ALLOC=0 and COW_ALLOC=1.
+
+// COW_ALLOC=0. Contract: the child's PTE for the page that parent PTE *pte maps: a
+// private copy of the page, same flags. Returns 0 if out of memory (nothing allocated).
+static pte_t
+copy_pte(pte_t *pte)
 {
   char *mem = kalloc();
   if(mem == 0)
-    return -1;
+    return 0;
   memmove(mem, (char *)PTE2PA(*pte), PGSIZE);
-  if(mappages(new, va, PGSIZE, (uint64)mem, PTE_FLAGS(*pte)) != 0){
-    kfree(mem);
-    return -1;
-  }
-  return 0;
+  return PA2PTE(mem) | PTE_FLAGS(*pte);
 }
 
-// COW_ALLOC=1. Contract: map the parent's physical page into child table new at va,
-// taking one more reference to it. A writable (or already COW) page becomes read-only
-// + PTE_COW in both tables; a read-only page is shared as it is. Returns 0, or -1 if a
-// page-table page could not be allocated (then nothing was changed but the parent's
-// flags, which stay correct: a COW page whose only owner stores to it is reused).
-// The caller flushes the parent's TLB.
-static int
-share_page(pagetable_t new, uint64 va, pte_t *pte)
+// COW_ALLOC=1. Contract: the child's PTE for the page that parent PTE *pte maps: the
+// same page. A writable page first becomes read-only + PTE_COW in the parent, so both
+// PTEs carry the same flags; a read-only page (text) is shared as it is, without
+// PTE_COW. Never fails. Takes no reference: forkleaves() takes the child's references
+// for a whole level-0 table at once. The caller flushes the parent's TLB.
+static pte_t
+share_pte(pte_t *pte)
 {
   if(*pte & PTE_W)
     *pte = (*pte & ~PTE_W) | PTE_COW;
-  uint64 pa = PTE2PA(*pte);
-  if(mappages(new, va, PGSIZE, pa, PTE_FLAGS(*pte)) != 0)
-    return -1;
-  krefinc((void *)pa);
+  return *pte;
+}
+
+// Contract: fork the first n PTEs of one level-0 table: from is the parent's, to the
+// child's (same virtual addresses). Each valid PTE of from gets its child PTE in to by
+// policy (copy_pte or share_pte); holes stay holes. The child's entries must be empty.
+// Returns 0, or -1 if out of memory: the child entries filled so far stay, each owning
+// its page reference, for the caller to unmap.
+static int
+forkleaves(pte_t *from, pte_t *to, int n)
+{
+  for(int i = 0; i < n; i++){
+    if((from[i] & PTE_V) == 0)
+      continue;
+    pte_t pte = COW_ALLOC ? share_pte(&from[i]) : copy_pte(&from[i]);
+    if(pte == 0)
+      return -1;
+    to[i] = pte;
+  }
+  // COW: each new child PTE owns one more reference to its page, taken here under one
+  // lock acquire for the whole table. Until then the parent's PTEs pin the pages, and
+  // nobody but this thread can see the child's table.
+  if(COW_ALLOC)
+    krefinc_ptes(to, n);
   return 0;
 }
 
@@ -351,31 +372,31 @@ share_page(pagetable_t new, uint64 va, pte_t *pte)
 // Returns 0, or -1 if memory runs out; then everything the child got has been
 // unmapped and its references dropped (its page-table pages stay for the caller's
 // uvmfree/proc_freepagetable to free).
+//
+// It visits the parent's level-0 tables, not its pages: one walk() per 2 MiB region
+// finds a table of 512 leaf PTEs (or none: then the whole 2 MiB, or 1 GiB when even
+// the level-1 table is missing, is a hole and is skipped), one walk() in the child
+// finds or makes the matching table, and forkleaves() runs down both tables side by
+// side. A COW fork thus costs a few instructions per page, not a walk per page.
 int
 uvmcopy(pagetable_t old, pagetable_t new, uint64 sz)
 {
-  uint64 va = 0;
+  uint64 top = PGROUNDUP(sz);
   int err = 0;
 
-  while(va < sz && !err){
-    pte_t *pte = walk(old, va, 0);
-    if(pte == 0){
-      va = nextregion(va);
-      continue;
-    }
-    if(*pte & PTE_V){
-      if(COW_ALLOC)
-        err = share_page(new, va, pte);
-      else
-        err = copy_page(new, va, pte);
-    }
-    if(!err)
-      va += PGSIZE;
+  for(uint64 va = 0; va < top && !err; va = nextregion(old, va)){
+    pte_t *from = walk(old, va, 0);  // va is 2 MiB aligned: entry 0 of a level-0 table
+    if(from == 0)
+      continue;                      // no table: 2 MiB (or 1 GiB) of holes
+    uint64 end = nextregion(old, va) < top ? nextregion(old, va) : top;
+    pte_t *to = walk(new, va, 1);
+    if(to == 0 || forkleaves(from, to, (end - va) / PGSIZE) != 0)
+      err = 1;
   }
   if(COW_ALLOC)
     sfence_vma();  // parent PTEs may have lost PTE_W
   if(err){
-    uvmunmap(new, 0, va / PGSIZE, 1);
+    uvmunmap(new, 0, top / PGSIZE, 1);
     return -1;
   }
   return 0;

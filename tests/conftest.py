@@ -1,15 +1,19 @@
-"""Shared fixtures: the checkout, kernels built through make (once per session), a fake QEMU."""
+"""Shared fixtures: the checkout, kernels built through make (once per session and worker,
+under a per-configuration file lock), a fake QEMU."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from nexos.build import build_one
+from nexos.build import BuildResult, build_one, prebuild_shared
 from nexos.config import BuildConfig
 from nexos.toolchain import ToolchainError, find_toolchain
 
@@ -19,6 +23,32 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+def locked_build(config: BuildConfig, llm: bool) -> BuildResult:
+    """make for one configuration under an exclusive lock on build/.lock-<cfg>, so that two
+    pytest-xdist workers (or two test runs) never run make in the same folder at once; the
+    second one waits and then finds everything up to date."""
+    with file_lock("shared"):
+        shared = prebuild_shared(REPO, llm)  # the default checkpoint, made once for all
+    if shared is not None and not shared.ok:
+        return shared
+    with file_lock(config.name):
+        return build_one(REPO, config, llm)
+
+
+@contextmanager
+def file_lock(name: str) -> Iterator[None]:
+    """Hold an exclusive flock on build/.lock-<name> (released when the block ends, and by the
+    kernel if this process dies)."""
+    path = REPO / "build" / f".lock-{name}"
+    path.parent.mkdir(exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +66,7 @@ def build_kernel():
                 pytest.fail(f"cannot build the kernel for this test: {e}", pytrace=False)
             if not (REPO / "Makefile").is_file():
                 pytest.fail("no Makefile in the checkout; cannot build the kernel", pytrace=False)
-            res = build_one(REPO, config, llm)
+            res = locked_build(config, llm)
             if not res.ok:
                 pytest.fail(f"make for {config.name} failed:\n{res.excerpt}", pytrace=False)
             done[key] = res.build_dir

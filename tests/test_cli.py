@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -74,12 +75,69 @@ def test_unbuilt_configuration_is_one_line(runner):
     assert "lazy1-cow1-mem2048" in line and "nexos build" in line
 
 
+def only_on_path(tmp_path, *tools: str) -> str:
+    """A PATH with nothing but `tools` (symlinks to the real ones)."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    for t in tools:
+        real = shutil.which(t)
+        if real:
+            (d / t).symlink_to(real)
+    return str(d)
+
+
 def test_missing_toolchain_names_the_packages(runner, monkeypatch, tmp_path):
+    monkeypatch.delenv("NEXOS_QEMU", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
     r = runner.invoke(cli, ["build", "--lazy", "1", "--cow", "1"])
+    line = one_line_error(r)  # building needs the compiler only
+    assert "riscv64-unknown-elf-gcc" in line and "gcc-riscv64-unknown-elf" in line
+    assert "qemu" not in line
+    assert r.exit_code == 1
+    r = runner.invoke(cli, ["run", "--", "echo hi"])  # booting needs both: both named at once
     line = one_line_error(r)
     assert "gcc-riscv64-unknown-elf" in line and "qemu-system-misc" in line
+
+
+def test_missing_qemu_only(runner, monkeypatch, tmp_path):
+    monkeypatch.delenv("NEXOS_QEMU", raising=False)
+    monkeypatch.setenv("PATH", only_on_path(tmp_path, "make", "timeout",
+                                            "riscv64-unknown-elf-gcc"))
+    for args in (["run", "--no-build", "--", "echo hi"], ["compare", "--no-build"],
+                 ["grade", "--no-build"], ["probe", "--no-build"], ["plot", "--no-build"]):
+        line = one_line_error(runner.invoke(cli, args))
+        assert "qemu-system-riscv64" in line and "qemu-system-misc" in line, args
+        assert "gcc" not in line
+
+
+def test_missing_image_names_the_build_command(runner, tmp_path):
+    fake = tmp_path / "checkout"
+    for sub in ("kernel", "user", "build/lazy0-cow1"):
+        (fake / sub).mkdir(parents=True)
+    (fake / "build/lazy0-cow1/kernel").write_bytes(b"\0")
+    r = CliRunner().invoke(cli, ["run", "--no-build", "--lazy", "0", "--cow", "1", "--llm",
+                                 "--", "echo"], env={"NEXOS_REPO": str(fake)})
+    line = one_line_error(r)
+    assert "fs-llm.img does not exist" in line and "nexos build --lazy 0 --cow 1 --llm" in line
+
+
+def test_compiler_errors_are_shown_verbatim(monkeypatch, tmp_path):
+    """A failed build prints the compiler's own error lines (a tiny checkout whose Makefile
+    compiles a broken file with the real cross compiler)."""
+    if shutil.which("riscv64-unknown-elf-gcc") is None:
+        pytest.fail("riscv64-unknown-elf-gcc is not installed", pytrace=False)
+    fake = tmp_path / "checkout"
+    (fake / "kernel").mkdir(parents=True)
+    (fake / "user").mkdir()
+    (fake / "kernel/broken.c").write_text("int f(void) { return undeclared_name; }\n")
+    (fake / "Makefile").write_text(
+        "all:\n\triscv64-unknown-elf-gcc -Wall -Werror -c -o /dev/null kernel/broken.c\n")
+    monkeypatch.setenv("NEXOS_REPO", str(fake))
+    r = CliRunner().invoke(cli, ["build", "--lazy", "1", "--cow", "1"])
     assert r.exit_code == 1
+    assert "kernel/broken.c:1:" in r.stderr and "undeclared_name" in r.stderr
+    assert "error:" in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "nexos: error: build failed for lazy1-cow1"
 
 
 def test_ctrl_c_exits_130_with_one_line(runner, monkeypatch):

@@ -86,3 +86,75 @@ def test_cli_synth_ref_and_errors(tmp_path, tiny):
         assert r.exit_code == 1, args
         assert r.output.startswith("Error: ") and r.output.count("\n") == 1, r.output
         assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+# Scalar float32 versions of smolprobe's C loops (user/smolprobe.c), one rounding per
+# operation, to pin the reference's summation order (docs/checkpoint.md "Float arithmetic,
+# exactly"). BLAS, dot or einsum would sum in another order and fail these.
+
+def _c_matvec_f32(w, x):
+    out = []
+    for row in w:
+        a = [np.float32(0.0)] * 4
+        n4 = len(x) // 4 * 4
+        for i in range(0, n4, 4):
+            for j in range(4):
+                a[j] = np.float32(a[j] + np.float32(row[i + j] * x[i + j]))
+        for i in range(n4, len(x)):
+            a[0] = np.float32(a[0] + np.float32(row[i] * x[i]))
+        out.append(np.float32(np.float32(a[0] + a[1]) + np.float32(a[2] + a[3])))
+    return np.array(out, dtype=np.float32)
+
+
+@pytest.mark.parametrize("cols", [64, 10, 3])
+def test_matvec_f32_is_the_c_loop(cols):
+    from nexos.model.reference import matvec_f32
+    rng = np.random.default_rng(cols)
+    w = rng.standard_normal((9, cols)).astype(np.float32)
+    x = (rng.standard_normal(cols) * 100).astype(np.float32)
+    assert np.array_equal(matvec_f32(w, x), _c_matvec_f32(w, x))
+
+
+def test_rmsnorm_and_attention_are_the_c_loops(tiny):
+    import math
+
+    from nexos.model.reference import rmsnorm
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal(64) * 30).astype(np.float32)
+    w = rng.uniform(0.5, 1.5, 64).astype(np.float32)
+    ss = np.float32(0.0)
+    for v in x:
+        ss = np.float32(ss + np.float32(v * v))
+    ss = np.float32(np.float32(ss / np.float32(64)) + np.float32(1e-5))
+    inv = np.float32(np.float32(1.0) / np.sqrt(ss))
+    want = np.array([np.float32(a * np.float32(b * inv)) for a, b in zip(w, x)])
+    assert np.array_equal(rmsnorm(x, w, 1e-5), want)
+
+    tf = Transformer(load_checkpoint(tiny), 16)
+    cfg, pos = tf.cfg, 9
+    tf.key_cache[1] = rng.standard_normal(tf.key_cache[1].shape).astype(np.float32)
+    tf.value_cache[1] = rng.standard_normal(tf.value_cache[1].shape).astype(np.float32)
+    q = (rng.standard_normal(cfg.dim) * 3).astype(np.float32)
+    hd, grp = cfg.head_dim, cfg.n_heads // cfg.n_kv_heads
+    scale = np.sqrt(np.float32(hd))
+    out = []
+    for h in range(cfg.n_heads):
+        kvo = (h // grp) * hd
+        att = []
+        for t in range(pos + 1):
+            dot = np.float32(0.0)
+            for i in range(hd):
+                dot = np.float32(dot + np.float32(q[h * hd + i] * tf.key_cache[1, t, kvo + i]))
+            att.append(np.float32(dot / scale))
+        m = max(att)
+        e = [np.float32(math.exp(float(np.float32(a - m)))) for a in att]
+        total = np.float32(0.0)
+        for v in e:
+            total = np.float32(total + v)
+        o = [np.float32(0.0)] * hd
+        for t in range(pos + 1):
+            a = np.float32(e[t] / total)
+            for i in range(hd):
+                o[i] = np.float32(o[i] + np.float32(a * tf.value_cache[1, t, kvo + i]))
+        out += o
+    assert np.array_equal(tf.attention(1, q, pos), np.array(out, dtype=np.float32))

@@ -48,3 +48,19 @@ def test_temperature_draw_follows_cdf():
     close = [abs(c - 0.1) < 1e-6 or abs(c - 0.3) < 1e-6 for c in coins]
     assert all(g == w or c for g, w, c in zip(got, want, close))
     assert len(set(got)) == 3
+
+
+def test_softmax_is_the_c_loop():
+    """softmax_f32 = smolprobe's loop: expf correctly rounded, sum left to right."""
+    import math
+
+    from nexos.model.sampler import exp_f32, softmax_f32
+    z = (np.random.default_rng(3).standard_normal(3000) * 4).astype(np.float32)
+    m = z.max()
+    e = [np.float32(math.exp(float(np.float32(v - m)))) for v in z]
+    total = np.float32(0.0)
+    for v in e:
+        total = np.float32(total + v)
+    want = np.array([np.float32(v / total) for v in e], dtype=np.float32)
+    assert np.array_equal(exp_f32(z - m), np.array(e, dtype=np.float32))
+    assert np.array_equal(softmax_f32(z), want)

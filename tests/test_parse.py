@@ -1,8 +1,9 @@
 """Parsers and formulas against captured console output (no QEMU needed)."""
 
 import pytest
+from rich.console import Console
 
-from nexos.compare import ProbeRequest
+from nexos.compare import ProbeRequest, ProbeRun, probe_record
 from nexos.config import BuildConfig, ConfigError
 from nexos.grade import judge_probe_behaviour, judge_probe_numbers, numbers_problems
 from nexos.kvcache import KvShape, active_pages_est, expected_verdict, max_kv_pages
@@ -14,6 +15,7 @@ from nexos.parse import (
     parse_test_verdict,
     parse_value,
 )
+from nexos.report import compare_table, parallel_table
 
 # The seed document's lazy run, as the console shows it (echo, CRLF, prompt).
 SEED_LAZY = (
@@ -211,3 +213,81 @@ def test_build_config_names_and_validation():
             BuildConfig.parse(bad)
     with pytest.raises(ConfigError):
         BuildConfig(1, 1, memsize=64)
+
+
+# The --samples lines in the formats of issue 6 (and of smolprobe's COW_ALLOC=0 fork failure).
+SAMPLES_COW = SEED_LAZY.replace("$ ", "") + "\n".join([
+    "[smolprobe] fork_phase branches=4 shared_pages_at_fork=40210 prefix_kv_pages=60 "
+    "parent_mapped_pages=40210 parent_released_kv=1",
+    "[smolprobe] branch 0 tokens=9,8,7 cow_copies=63 cow_reuses=0 new_kv_pages=60 fork_pages=0",
+    "[smolprobe] branch 1 tokens=1,2,3 cow_copies=63 cow_reuses=0 new_kv_pages=60 fork_pages=0",
+    "[smolprobe] branch 2 tokens=4,4,4 cow_copies=63 cow_reuses=0 new_kv_pages=60 fork_pages=0",
+    "[smolprobe] branch 3 tokens=5,6,7 cow_copies=3 cow_reuses=60 new_kv_pages=60 fork_pages=0",
+    "[smolprobe] branches_phase parent_copies=2",
+    "[smolprobe] PARALLEL_SUMMARY branches=4 eager_copy_pages=160840 actual_copied_pages=432 "
+    "saved_pages=160408 saved_percent=99%",
+    "[smolprobe] verdict=COW_STYLE branches share the prompt KV until they write",
+])
+
+SAMPLES_OOM = SEED_LAZY.replace("$ ", "") + "\n".join([
+    "[smolprobe] fork_phase branches=4 shared_pages_at_fork=40210 prefix_kv_pages=60",
+    "[smolprobe] branch 0 tokens=9,8,7 cow_copies=0 cow_reuses=0 new_kv_pages=60 "
+    "fork_pages=40210",
+    "[smolprobe] fork of branch 1 failed: out of memory (COW_ALLOC=0 copies every page)",
+    "[smolprobe] PARALLEL_SUMMARY branches=1 eager_copy_pages=40210 actual_copied_pages=40270 "
+    "saved_pages=-60 saved_percent=0%",
+    "[smolprobe] verdict=EAGER_FORK_STYLE the kernel copied every page at fork",
+])
+
+
+def test_samples_run_parses_both_verdicts_and_extra_fields():
+    r = parse_smolprobe(SAMPLES_COW)
+    assert r.verdict == "LAZY_STYLE" and r.parallel_verdict == "COW_STYLE"
+    assert r.parallel_verdict_text.startswith("branches share")
+    assert r.fork.branches == 4 and r.fork.shared_pages_at_fork == 40210
+    assert [b.cow_copies for b in r.branches] == [63, 63, 63, 3]
+    assert r.branches[3].cow_reuses == 60 and r.branches[3].fields == {"fork_pages": 0}
+    assert r.branches[0].tokens == (9, 8, 7)
+    assert r.parallel.saved_pages == 160408 and r.fork_failures == []
+    assert any(rec.kind == "branches_phase" for rec in r.records)
+    rec = probe_record(ProbeRun(BuildConfig(1, 1), "smolprobe", r), ProbeRequest(samples=4))
+    par = rec["parallel"]
+    assert (par["branches"], par["forked"]) == (4, 4)
+    assert (par["cow_copies"], par["cow_reuses"], par["new_kv_pages"]) == (192, 60, 240)
+    assert par["verdict"] == "COW_STYLE"
+    assert par["branch_lines"][3]["fork_pages"] == 0
+
+
+def test_samples_fork_failure_is_a_result_not_an_error():
+    r = parse_smolprobe(SAMPLES_OOM)
+    assert r.ok and r.parallel_verdict == "EAGER_FORK_STYLE"
+    assert r.fork_failures == [
+        "fork of branch 1 failed: out of memory (COW_ALLOC=0 copies every page)"]
+    assert len(r.branches) == 1 and r.parallel.branches == 1 and r.parallel.saved_pages == -60
+    rec = probe_record(ProbeRun(BuildConfig(1, 0), "smolprobe", r), ProbeRequest(samples=4))
+    assert (rec["parallel"]["branches"], rec["parallel"]["forked"]) == (4, 1)
+    # the same failure printed as an error line still counts as a fork failure
+    r = parse_smolprobe(SAMPLES_OOM.replace("[smolprobe] fork of", "[smolprobe] error: fork of"))
+    assert r.error is None and r.fork_failures[0].startswith("error: fork of branch 1")
+    assert not find_problems(SAMPLES_OOM)
+
+
+def test_parallel_table_fits_100_columns():
+    cow = probe_record(ProbeRun(BuildConfig(1, 1), "smolprobe", parse_smolprobe(SAMPLES_COW)),
+                       ProbeRequest(samples=4))
+    oom = probe_record(ProbeRun(BuildConfig(1, 0), "smolprobe", parse_smolprobe(SAMPLES_OOM)),
+                       ProbeRequest(samples=4))
+    console = Console(width=100, record=True, color_system=None)
+    console.print(compare_table([oom, cow], "smolprobe --samples 4"))
+    console.print(parallel_table([oom, cow]))
+    text = console.export_text()
+    assert "…" not in text  # nothing cut
+    assert "EAGER_FORK_STYLE" in text and "COW_STYLE" in text and "1/4" in text
+    assert "160408 (99%)" in text and "fork of branch 1 failed" in text
+    assert parallel_table([{**cow, "parallel": None}]) is None
+
+
+def test_find_problems_shell_complaints():
+    assert find_problems("exec nosuch failed\n") == ["exec nosuch failed"]
+    assert find_problems("sh: cannot open in.txt\n") == ["sh: cannot open in.txt"]
+    assert find_problems("hello\nexecutable failed\n") == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -88,14 +89,41 @@ def build_one(repo: Path, config: BuildConfig, llm: bool = False,
     return BuildResult(config, ok, time.monotonic() - t0, config.build_dir(repo), out, excerpt)
 
 
+DEFAULT_MODEL_RE = re.compile(r"^DEFAULT_MODEL\s*:?=\s*(\S+)\s*$", re.M)
+
+
+def prebuild_shared(repo: Path, llm: bool) -> BuildResult | None:
+    """Make the files that every configuration shares (the default LLM checkpoint under
+    build/models/) once, before configurations are built in parallel: two makes must not
+    write the same file at once. None when there is nothing to do."""
+    if not llm:
+        return None
+    m = DEFAULT_MODEL_RE.search((repo / "Makefile").read_text(errors="replace"))
+    if m is None or (repo / m[1]).is_file():
+        return None
+    t0 = time.monotonic()
+    proc = subprocess.run(["make", "-C", str(repo), m[1]], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace")
+    ok = proc.returncode == 0
+    return BuildResult(BuildConfig(1, 1), ok, time.monotonic() - t0, repo / m[1],
+                       proc.stdout, "" if ok else error_excerpt(proc.stdout))
+
+
 def build_all(repo: Path, configs: list[BuildConfig], llm: bool = False,
               console: Console | None = None, quiet: bool = False,
               extra: tuple[str, ...] = ()) -> list[BuildResult]:
     """Build every configuration, at most MAX_PARALLEL at a time, with a progress display.
     Returns the results in the order of `configs` (failures included; nothing raised)."""
-    find_toolchain()
+    find_toolchain(need_qemu=False)
     console = console or Console(stderr=True)
     unique = list(dict.fromkeys(configs))
+    if len(unique) > 1:
+        with console.status("make the shared LLM checkpoint", spinner="dots"):
+            shared = prebuild_shared(repo, llm)
+        if shared is not None and not shared.ok:
+            return [BuildResult(c, False, shared.seconds, c.build_dir(repo), shared.output,
+                                shared.excerpt) for c in configs]
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console, disable=quiet, transient=False) as progress:
         def job(cfg: BuildConfig) -> BuildResult:

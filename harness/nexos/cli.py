@@ -4,31 +4,42 @@ from __future__ import annotations
 
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from nexos.build import BuildError, build_all, ensure_built
-from nexos.compare import ProbeRequest, probe_record, run_many, run_probe
+from nexos.compare import (
+    ProbeRequest,
+    ProbeRun,
+    compare_configs,
+    probe_record,
+    run_many,
+    run_probe,
+)
 from nexos.config import BuildConfig, ConfigError, find_repo, matrix
 from nexos.grade import (
     CHECK_NAMES,
     DEFAULT_CHECK_NAMES,
     CheckResult,
+    CheckSpec,
     default_checks,
     grade_config,
+    judge_test_program,
 )
-from nexos.kvcache import KvShape, active_pages_est, max_kv_pages
 from nexos.model.cli import model
-from nexos.parse import ParseError, find_problems, parse_smolprobe
+from nexos.parse import ParseError, SmolprobeResult, find_problems, parse_smolprobe
 from nexos.qemu import QemuError, QemuSession, kill_all
 from nexos.report import (
     compare_table,
     grade_json,
     grade_junit,
     grade_table,
+    parallel_table,
     probe_table,
     write_text,
 )
@@ -71,7 +82,7 @@ class NexosGroup(click.Group):
                 click.echo(e.excerpt, err=True)
             fail(str(e))
         except QemuError as e:
-            if e.evidence:
+            if e.evidence and e.evidence.strip() not in str(e):
                 click.echo(e.evidence.rstrip()[-1500:], err=True)
             fail(str(e))
         except ParseError as e:
@@ -111,9 +122,8 @@ def repo() -> Path:
 def prepare(configs: list[BuildConfig], llm: bool, no_build: bool) -> Path:
     """The checkout, with `configs` built unless --no-build."""
     r = repo()
-    if no_build:
-        find_toolchain(need_gcc=False)
-    else:
+    find_toolchain(need_gcc=not no_build)  # both tools named at once when both are missing
+    if not no_build:
         ensure_built(r, configs, llm=llm, console=err)
     return r
 
@@ -245,8 +255,11 @@ def request_options(f: Any) -> Any:
 @nobuild_opt
 def compare(prompt: tuple[int, ...], gen_len: int, seq_len: int | None, samples: int | None,
             timeout: float, all_: bool, as_json: bool, memsize: int, no_build: bool) -> None:
-    """smolprobe on eager (LAZY_ALLOC=0) vs lazy (LAZY_ALLOC=1), side by side."""
-    configs = matrix(memsize) if all_ else [BuildConfig(0, 0, memsize), BuildConfig(1, 0, memsize)]
+    """smolprobe on eager (LAZY_ALLOC=0) vs lazy (LAZY_ALLOC=1), side by side.
+
+    With --samples N smolprobe forks N branches after the prompt, and the lazy kernel with
+    COW_ALLOC=1 joins, for a second table: parallel sampling with COW off and on."""
+    configs = compare_configs(all_, samples, memsize)
     req = ProbeRequest(prompt, gen_len, seq_len, samples)
     r = prepare(configs, True, no_build)
     runs = run_many(r, configs, req, timeout, jobs=2)
@@ -254,11 +267,32 @@ def compare(prompt: tuple[int, ...], gen_len: int, seq_len: int | None, samples:
     if as_json:
         click.echo(json.dumps(records, indent=2))
     else:
-        out.print(compare_table(records))
+        out.print(compare_table(records, req.command()))
         exp_max, exp_active = req.expected()
-        out.print(f"formulas: max_kv_pages={exp_max} active_pages_est={exp_active}")
+        out.print(f"DESIGN.md §5 formulas: max_kv_pages={exp_max} "
+                  f"active_pages_est={exp_active}", highlight=False)
+        par = parallel_table(records)
+        if par is not None:
+            out.print(par)
     if any(x.problem or (x.result and x.result.error) for x in runs):
         sys.exit(1)
+
+
+def hidden_checks(values: tuple[str, ...], scale: float) -> tuple[list[Path], list[CheckSpec]]:
+    """`tests/hidden/foo.c:25` -> the source (absolute) and a check `foo` worth 25 points."""
+    sources, specs = [], []
+    for v in values:
+        path, _, pts = v.rpartition(":") if v.rpartition(":")[2].isdigit() else (v, "", "")
+        src = Path(path).resolve()
+        if src.suffix != ".c" or not src.is_file():
+            raise click.BadParameter(f"{v!r}: need an existing .c file", param_hint="--hidden")
+        if src.stem in CHECK_NAMES or any(s.name == src.stem for s in specs):
+            raise click.BadParameter(f"{v!r}: the name {src.stem} is taken",
+                                     param_hint="--hidden")
+        sources.append(src)
+        specs.append(CheckSpec(src.stem, int(pts or 10), False, src.stem, 600 * scale,
+                               judge_test_program))
+    return sources, specs
 
 
 def parse_configs(values: tuple[str, ...], memsize: int) -> list[BuildConfig]:
@@ -285,11 +319,15 @@ def parse_configs(values: tuple[str, ...], memsize: int) -> list[BuildConfig]:
               help="Multiply every check's time limit.")
 @click.option("--transcripts", type=click.Path(file_okay=False, path_type=Path),
               help="Directory for the console transcripts.")
+@click.option("--hidden", "hidden", multiple=True, metavar="FILE.c[:POINTS]",
+              help="A course's hidden test program: built onto the image (make EXTRA_UPROGS) "
+                   "and run as a check that passes on ALL TESTS PASSED (default 10 points). "
+                   "Repeat for more.")
 @mem_opt
 @nobuild_opt
 def grade(json_path: Path | None, junit_path: Path | None, configs: tuple[str, ...],
-          checks: str, timeout_scale: float, transcripts: Path | None, memsize: int,
-          no_build: bool) -> None:
+          checks: str, timeout_scale: float, transcripts: Path | None, hidden: tuple[str, ...],
+          memsize: int, no_build: bool) -> None:
     """Run every check on every configuration; points; non-zero exit on any failure."""
     cfgs = parse_configs(configs, memsize)
     wanted = [c.strip() for c in checks.split(",") if c.strip()]
@@ -298,13 +336,15 @@ def grade(json_path: Path | None, junit_path: Path | None, configs: tuple[str, .
         raise click.BadParameter(f"unknown check(s) {', '.join(unknown)}; "
                                  f"known: {', '.join(CHECK_NAMES)}", param_hint="--checks")
     specs = [c for c in default_checks(scale=timeout_scale) if c.name in wanted]
+    sources, extra_specs = hidden_checks(hidden, timeout_scale)
+    specs += extra_specs
     needs_llm = any(c.llm for c in specs)
     r = repo()
     results: list[CheckResult] = []
-    if no_build:
-        find_toolchain(need_gcc=False)
-    else:  # a configuration that does not build fails its `build` check; the others go on
-        for b in build_all(r, cfgs, llm=needs_llm, console=err):
+    find_toolchain(need_gcc=not no_build)
+    if not no_build:  # a configuration that does not build fails its `build` check
+        extra = (f"EXTRA_UPROGS={' '.join(str(x) for x in sources)}",) if sources else ()
+        for b in build_all(r, cfgs, llm=needs_llm, console=err, extra=extra):
             if not b.ok:
                 results.append(CheckResult(b.config.name, "build", False, 0, 0, b.seconds,
                                            "make failed", b.excerpt))
@@ -316,7 +356,7 @@ def grade(json_path: Path | None, junit_path: Path | None, configs: tuple[str, .
             continue
         results += grade_config(r, cfg, specs, transcripts, on_result=lambda x: err.print(
             f"{x.config} {x.name}: {'[green]PASS' if x.passed else '[red]FAIL'}[/] "
-            f"({x.seconds:.0f}s) {x.message[:120]}", markup=True, highlight=False))
+            f"({x.seconds:.0f}s) {escape(x.message[:120])}", highlight=False, soft_wrap=True))
     out.print(grade_table(results))
     if json_path:
         write_text(json_path, grade_json(results))
@@ -325,50 +365,93 @@ def grade(json_path: Path | None, junit_path: Path | None, configs: tuple[str, .
     sys.exit(0 if all(x.passed for x in results) else 1)
 
 
+def int_list(text: str, what: str) -> list[int]:
+    """`64,128,256` -> [64, 128, 256]; the empty string -> []."""
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a list of integers", param_hint=what) from None
+    if any(v < 1 for v in vals):
+        raise click.BadParameter(f"{text!r}: values must be >= 1", param_hint=what)
+    return vals
+
+
 @cli.command()
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("build/plots"), show_default=True, help="Where the PNGs go.")
 @click.option("--prompt-tokens", "prompt", type=tokens_type, default="1,2,3", show_default=True)
-@click.option("--gen-len", type=click.IntRange(1), default=10, show_default=True)
+@click.option("--gen-len", type=click.IntRange(1), default=40, show_default=True,
+              help="Tokens to generate for the trace figure.")
 @click.option("--seq-lens", default="64,128,256", show_default=True,
-              help="seq_len values for the saved-fraction figure.")
+              help="seq_len values for the saved-fraction figure ('' skips it).")
+@click.option("--branches", default="1,2,4", show_default=True,
+              help="--samples values for the branches figure ('' skips it).")
 @click.option("--timeout", type=float, default=900.0, show_default=True)
 @nobuild_opt
-def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, timeout: float,
-         no_build: bool) -> None:
-    """PNG figures: mapped KV pages vs generated tokens (eager vs lazy, from --trace) and
-    saved fraction vs seq_len (lazy)."""
-    from nexos.plot import plot_saved, plot_trace  # matplotlib is slow to import
+def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, branches: str,
+         timeout: float, no_build: bool) -> None:
+    """PNG figures: mapped KV pages vs tokens (eager vs lazy, from --trace); saved fraction vs
+    seq_len (lazy); pages the branches of --samples N cost vs N (COW on vs off)."""
+    from nexos.plot import plot_branches, plot_saved, plot_trace  # matplotlib loads slowly
 
-    try:
-        lens = [int(x) for x in seq_lens.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter(f"{seq_lens!r} is not a list of integers",
-                                 param_hint="--seq-lens") from None
-    eager, lazy = BuildConfig(0, 0), BuildConfig(1, 0)
-    r = prepare([eager, lazy], True, no_build)
+    lens, ns = int_list(seq_lens, "--seq-lens"), int_list(branches, "--branches")
+    eager, lazy, cow = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(1, 1)
+    configs = [eager, lazy] + ([cow] if ns else [])
+    r = prepare(configs, True, no_build)
     out_dir.mkdir(parents=True, exist_ok=True)
-    req = ProbeRequest(prompt, gen_len, trace=True)
-    runs = run_many(r, [eager, lazy], req, timeout)
-    for x in runs:
-        if x.problem or x.result is None or not x.result.trace:
-            fail(f"{x.config.name}: no trace ({x.problem or 'smolprobe printed no trace lines'})")
-    series = {f"{x.config.label} ({x.config.name})": x.result.trace for x in runs if x.result}
-    p1 = plot_trace(series, out_dir / "kv_pages_vs_tokens.png", req.expected()[0])
-    points = []
+    trace = ProbeRequest(prompt, gen_len, trace=True)
+    jobs: list[tuple[BuildConfig, ProbeRequest]] = [(eager, trace), (lazy, trace)]
     for n in lens:
-        req_n = ProbeRequest(prompt, min(gen_len, max(n - len(prompt), 0)), seq_len=n)
-        x = run_probe(r, lazy, req_n, timeout)
-        if x.problem or x.result is None or x.result.summary is None:
-            fail(f"seq_len={n}: {x.problem or (x.result and x.result.error)}")
-        assert x.result is not None and x.result.summary is not None
-        shape = KvShape().with_seq_len(n)
-        rows = len(prompt) + req_n.gen_len
-        mx = max_kv_pages(shape)
-        formula = 100.0 * (mx - active_pages_est(shape, rows)) / mx
-        points.append((n, float(x.result.summary.saved_percent), formula))
-    p2 = plot_saved(points, out_dir / "saved_vs_seq_len.png")
-    click.echo(f"wrote {p1}\nwrote {p2}")
+        jobs.append((lazy, ProbeRequest(prompt, min(gen_len, max(n - len(prompt), 0)),
+                                        seq_len=n)))
+    for n in ns:
+        jobs += [(cow, ProbeRequest(prompt, gen_len, samples=n)),
+                 (lazy, ProbeRequest(prompt, gen_len, samples=n))]
+    runs = run_jobs(r, jobs, timeout)
+    written = [plot_trace({f"{x.config.label} ({x.config.name})": need(x, "trace").trace
+                           for x in runs[:2]}, out_dir / "kv_pages_vs_tokens.png",
+                          trace.expected()[0])]
+    if lens:
+        points = []
+        for (_, req), x in zip(jobs[2:2 + len(lens)], runs[2:2 + len(lens)]):
+            summary = need(x, "SUMMARY").summary
+            assert summary is not None and req.seq_len is not None
+            mx, active = req.expected()
+            points.append((req.seq_len, float(summary.saved_percent), 100.0 * (mx - active) / mx))
+        written.append(plot_saved(points, out_dir / "saved_vs_seq_len.png"))
+    if ns:
+        series: dict[str, list[tuple[int, int]]] = {}
+        for (cfg, req), x in zip(jobs[2 + len(lens):], runs[2 + len(lens):]):
+            p = need(x, "PARALLEL_SUMMARY").parallel
+            assert p is not None and req.samples is not None
+            label = f"{'COW' if cfg.cow else 'copying'} fork ({cfg.name}): pages copied"
+            series.setdefault(label, []).append((req.samples, p.actual_copied_pages))
+            if cfg.cow:
+                series.setdefault("an eager fork would copy", []).append(
+                    (req.samples, p.eager_copy_pages))
+        written.append(plot_branches(series, out_dir / "pages_vs_branches.png"))
+    for w in written:
+        click.echo(f"wrote {w}")
+
+
+def run_jobs(r: Path, jobs: list[tuple[BuildConfig, ProbeRequest]], timeout: float
+             ) -> list[ProbeRun]:
+    """run_probe for every (configuration, request), two QEMUs at a time, in order."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(lambda j: run_probe(r, j[0], j[1], timeout), jobs))
+
+
+def need(x: ProbeRun, what: str) -> SmolprobeResult:
+    """The parsed result of a run that printed `what`; otherwise a one-line error."""
+    res = x.result
+    ok = res is not None and not res.error and {
+        "trace": bool(res.trace), "SUMMARY": res.summary is not None,
+        "PARALLEL_SUMMARY": res.parallel is not None}[what]
+    if not ok:
+        why = x.problem or (res.error if res and res.error else f"no {what} line")
+        fail(f"{x.config.name} `{x.command}`: {why}")
+    assert res is not None
+    return res
 
 
 cli.add_command(model)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nexos.config import BuildConfig
+from nexos.config import BuildConfig, matrix
 from nexos.kvcache import KvShape, active_pages_est, max_kv_pages
 from nexos.parse import ParseError, SmolprobeResult, find_panic, find_usertraps, parse_smolprobe
 from nexos.qemu import QemuError, QemuSession
@@ -115,11 +115,48 @@ def run_probe(repo: Path, config: BuildConfig, req: ProbeRequest, timeout: float
     return run
 
 
+def compare_configs(all_four: bool, samples: int | None, memsize: int) -> list[BuildConfig]:
+    """What `nexos compare` boots: eager and lazy sbrk (both COW_ALLOC=0); with --samples also
+    the lazy kernel with COW_ALLOC=1, so that the parallel table has COW off and on;
+    with --matrix all four configurations."""
+    if all_four:
+        return matrix(memsize)
+    configs = [BuildConfig(0, 0, memsize), BuildConfig(1, 0, memsize)]
+    if samples is not None:
+        configs.append(BuildConfig(1, 1, memsize))
+    return configs
+
+
 def run_many(repo: Path, configs: list[BuildConfig], req: ProbeRequest,
              timeout: float = 900.0, jobs: int = 2) -> list[ProbeRun]:
     """run_probe on every configuration, `jobs` QEMUs at a time; results in input order."""
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         return list(pool.map(lambda c: run_probe(repo, c, req, timeout), configs))
+
+
+def parallel_record(r: SmolprobeResult) -> dict[str, object]:
+    """The --samples part of a result: fork phase, branches, summary, verdict, failed forks."""
+    p, f = r.parallel, r.fork
+    return {
+        "branches": f.branches if f else (p.branches if p else len(r.branches)),  # asked
+        "forked": len(r.branches),
+        "shared_pages_at_fork": f.shared_pages_at_fork if f else None,
+        "prefix_kv_pages": f.prefix_kv_pages if f else None,
+        "eager_copy_pages": p.eager_copy_pages if p else None,
+        "actual_copied_pages": p.actual_copied_pages if p else None,
+        "saved_pages": p.saved_pages if p else None,
+        "saved_percent": p.saved_percent if p else None,
+        "cow_copies": sum(b.cow_copies or 0 for b in r.branches),
+        "cow_reuses": sum(b.cow_reuses or 0 for b in r.branches),
+        "new_kv_pages": sum(b.new_kv_pages or 0 for b in r.branches),
+        "verdict": r.parallel_verdict,
+        "fork_failures": list(r.fork_failures),
+        "branch_lines": [{"index": b.index, "tokens": list(b.tokens), "cow_copies": b.cow_copies,
+                          "cow_reuses": b.cow_reuses, "new_kv_pages": b.new_kv_pages,
+                          **{k: (list(v) if isinstance(v, tuple) else v)
+                             for k, v in b.fields.items()}}
+                         for b in r.branches],
+    }
 
 
 def probe_record(run: ProbeRun, req: ProbeRequest) -> dict[str, object]:
@@ -149,11 +186,8 @@ def probe_record(run: ProbeRun, req: ProbeRequest) -> dict[str, object]:
             rec.update(decode_mapped_pages=r.decode.mapped_pages,
                        decode_used_pages=r.decode.used_pages)
         rec["verdict"] = r.verdict
-        if r.parallel:
-            p = r.parallel
-            rec["parallel"] = {"branches": p.branches, "eager_copy_pages": p.eager_copy_pages,
-                               "actual_copied_pages": p.actual_copied_pages,
-                               "saved_pages": p.saved_pages, "saved_percent": p.saved_percent}
+        if r.parallel or r.fork or r.branches or r.fork_failures:
+            rec["parallel"] = parallel_record(r)
         if r.trace:
             rec["trace"] = [[t.step, t.pos, t.kv_mapped_pages] for t in r.trace]
     else:

@@ -221,11 +221,14 @@ class ForkPhase:
 
 @dataclass(frozen=True)
 class Branch:
+    """One `branch i ...` line of a --samples run; keys beyond the known ones are in `fields`."""
+
     index: int
     tokens: tuple[int, ...]  # token ids (or a single count) as printed
     cow_copies: int | None
     cow_reuses: int | None
     new_kv_pages: int | None
+    fields: dict[str, Value] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,9 @@ class SmolprobeResult:
     fork: ForkPhase | None = None
     branches: list[Branch] = field(default_factory=list)
     parallel: ParallelSummary | None = None
+    parallel_verdict: str | None = None  # COW_STYLE | EAGER_FORK_STYLE
+    parallel_verdict_text: str = ""
+    fork_failures: list[str] = field(default_factory=list)  # lines saying a fork failed
     error: str | None = None
     records: list[Record] = field(default_factory=list)  # every line, incl. unknown kinds
 
@@ -262,6 +268,13 @@ class SmolprobeResult:
 
 
 VERDICTS = ("LAZY_STYLE", "EAGER_STYLE", "MIXED")
+PARALLEL_VERDICTS = ("COW_STYLE", "EAGER_FORK_STYLE")
+
+
+def _is_fork_failure(rec: Record) -> bool:
+    """A line that says a branch's fork failed (COW_ALLOC=0 out of memory), whatever its kind."""
+    low = rec.line.lower()
+    return "fork" in low and "fail" in low
 
 
 def _apply(res: SmolprobeResult, rec: Record) -> None:
@@ -284,10 +297,14 @@ def _apply(res: SmolprobeResult, rec: Record) -> None:
                            active_pages_est=_opt_int(rec, "active_pages_est"))
     elif k == "verdict":
         v = rec.fields.get("verdict")
+        text = rec.line.split(None, 1)[1] if " " in rec.line else ""
+        if v in PARALLEL_VERDICTS:
+            res.parallel_verdict, res.parallel_verdict_text = str(v), text
+            return
         if v not in VERDICTS:
-            raise ParseError(f"verdict must be one of {', '.join(VERDICTS)}", PREFIX + rec.line)
-        res.verdict = str(v)
-        res.verdict_text = rec.line.split(None, 1)[1] if " " in rec.line else ""
+            raise ParseError(f"verdict must be one of {', '.join(VERDICTS + PARALLEL_VERDICTS)}",
+                             PREFIX + rec.line)
+        res.verdict, res.verdict_text = str(v), text
     elif k == "tokens":
         res.tokens = _tokens(rec.fields.get("tokens"))
     elif k == "trace":
@@ -296,17 +313,23 @@ def _apply(res: SmolprobeResult, rec: Record) -> None:
     elif k == "fork_phase":
         res.fork = ForkPhase(_int(rec, "branches"), _opt_int(rec, "shared_pages_at_fork"),
                              _opt_int(rec, "prefix_kv_pages"))
+    elif k == "branch" and "tokens" not in rec.fields and _is_fork_failure(rec):
+        res.fork_failures.append(rec.line)
     elif k == "branch":
         if not rec.words or not rec.words[0].isdigit():
             raise ParseError("`branch` line needs an index", PREFIX + rec.line)
+        known = ("tokens", "cow_copies", "cow_reuses", "new_kv_pages")
         res.branches.append(Branch(int(rec.words[0]), _tokens(rec.fields.get("tokens")),
                                    _opt_int(rec, "cow_copies"), _opt_int(rec, "cow_reuses"),
-                                   _opt_int(rec, "new_kv_pages")))
+                                   _opt_int(rec, "new_kv_pages"),
+                                   {f: v for f, v in rec.fields.items() if f not in known}))
     elif k == "PARALLEL_SUMMARY":
         res.parallel = ParallelSummary(
             _int(rec, "branches"), _int(rec, "eager_copy_pages"),
             _int(rec, "actual_copied_pages"), _int(rec, "saved_pages"),
             _int(rec, "saved_percent"))
+    elif _is_fork_failure(rec):
+        res.fork_failures.append(rec.line)
 
 
 REQUIRED = ("request", "kv_capacity", "summary", "reserve", "decode", "verdict")
@@ -328,6 +351,10 @@ def parse_smolprobe(text: str, require_complete: bool = True) -> SmolprobeResult
         rec = parse_record(body)
         res.records.append(rec)
         _apply(res, rec)
+    if res.error and "fork" in res.error.lower() and (res.fork or res.branches or res.parallel):
+        # a branch that could not fork is a result of a --samples run, not a failed run
+        res.fork_failures.append("error: " + res.error)
+        res.error = None
     if res.error is None and require_complete:
         missing = [REQUIRED_LINES[n] for n in REQUIRED if getattr(res, n) is None]
         if missing:
@@ -338,12 +365,15 @@ def parse_smolprobe(text: str, require_complete: bool = True) -> SmolprobeResult
 # --------------------------------------------------------------------------- command problems
 
 PROBLEM_RE = re.compile(
-    r"^(?:SOME TESTS FAILED|usertrap: .*|panic: .*|\[smolprobe\] error: .*)$", re.M)
+    r"^(?:SOME TESTS FAILED|usertrap: .*|panic: .*|\[smolprobe\] error: .*"
+    r"|exec \S+ failed|sh: .*|cd: cannot cd .*)$", re.M)
 
 
 def find_problems(text: str) -> list[str]:
     """Lines that make a shell command count as failed (`nexos run`): a failed test verdict,
-    a user process killed by a fault, a kernel panic, or a smolprobe error.
+    a user process killed by a fault, a kernel panic, a smolprobe error, or the shell's own
+    complaints (no such program, syntax error, cannot open a redirection). The NexOS shell
+    has no `$?`, so these lines are the commands' result.
 
     A test program that ends with ALL TESTS PASSED provokes faults on purpose (bad-address
     tests), so its `usertrap:` lines are expected and not problems."""

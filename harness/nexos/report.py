@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from pathlib import Path
 
+from rich import box
 from rich.table import Table
 
 from nexos.grade import CheckResult
@@ -48,33 +49,96 @@ def _cell(rec: dict[str, object], key: str) -> str:
     return "-" if v is None else str(v)
 
 
-def compare_table(records: list[dict[str, object]]) -> Table:
-    """One row per configuration (records from compare.probe_record)."""
-    t = Table(title="smolprobe: eager vs lazy KV-cache pages")
-    cols = [("config", "config"), ("max", "max_kv_pages"), ("actual", "actual_mapped_pages"),
-            ("saved", "saved_pages"), ("saved %", "saved_percent"),
-            ("reserve mapped", "reserve_mapped_pages"), ("reserve used", "reserve_used_pages"),
-            ("decode mapped", "decode_mapped_pages"), ("decode used", "decode_used_pages"),
-            ("verdict", "verdict"), ("time s", "seconds")]
-    for head, _ in cols:
-        t.add_column(head, justify="left" if head in ("config", "verdict") else "right")
+def _pair(rec: dict[str, object], a: str, b: str) -> str:
+    """`mapped / used` of one phase, `-` when absent."""
+    if rec.get(a) is None:
+        return "-"
+    return f"{rec[a]}/{_cell(rec, b)}"
+
+
+def config_label(rec: dict[str, object]) -> str:
+    """`eager lazy0-cow0`: what the sbrk policy is, then the build folder."""
+    return f"{'lazy ' if rec.get('lazy') else 'eager'} {rec['config']}"
+
+
+VERDICT_STYLE = {"LAZY_STYLE": "green", "EAGER_STYLE": "yellow", "MIXED": "red",
+                 "COW_STYLE": "green", "EAGER_FORK_STYLE": "yellow"}
+
+
+def _verdict(v: object) -> str:
+    if v is None:
+        return "-"
+    return f"[{VERDICT_STYLE.get(str(v), 'red')}]{v}[/]"
+
+
+def compare_table(records: list[dict[str, object]], command: str = "") -> Table:
+    """One row per configuration (records from compare.probe_record); fits 100 columns."""
+    t = Table(title="KV-cache pages: eager vs lazy sbrk", caption=command or None,
+              box=box.SIMPLE_HEAD, title_style="bold", pad_edge=False)
+    t.add_column("kernel", no_wrap=True)
+    for head in ("max\npages", "mapped", "saved", "reserve\nmapped/used",
+                 "decode\nmapped/used"):
+        t.add_column(head, justify="right", no_wrap=True)
+    t.add_column("verdict", no_wrap=True)
+    t.add_column("time", justify="right", no_wrap=True)
     for rec in records:
+        secs = f"{float(rec['seconds']):.0f}s" if rec.get("seconds") else "-"
         if rec.get("problem") or rec.get("error"):
             why = str(rec.get("problem") or f"smolprobe error: {rec.get('error')}")
-            t.add_row(str(rec["config"]), *(["-"] * (len(cols) - 3)), f"[red]{why}[/]",
-                      _cell(rec, "seconds"))
+            t.add_row(config_label(rec), "-", "-", "-", "-", "-", f"[red]{why[:60]}[/]", secs)
             continue
-        row = [_cell(rec, k) for _, k in cols]
-        if rec.get("saved_percent") is not None:
-            row[4] = f"{rec['saved_percent']}%"
-        t.add_row(*row)
+        saved = "-"
+        if rec.get("saved_pages") is not None:
+            saved = f"{rec['saved_pages']} ({_cell(rec, 'saved_percent')}%)"
+        t.add_row(config_label(rec), _cell(rec, "max_kv_pages"),
+                  _cell(rec, "actual_mapped_pages"), saved,
+                  _pair(rec, "reserve_mapped_pages", "reserve_used_pages"),
+                  _pair(rec, "decode_mapped_pages", "decode_used_pages"),
+                  _verdict(rec.get("verdict")), secs)
+    return t
+
+
+def parallel_table(records: list[dict[str, object]]) -> Table | None:
+    """The --samples table: one row per configuration that forked; None when none did.
+    A fork that failed (COW_ALLOC=0 out of memory) shows as forked < branches and in the
+    caption with smolprobe's own line."""
+    rows = [r for r in records if isinstance(r.get("parallel"), dict)]
+    if not rows:
+        return None
+    notes = [f"{r['config']}: {line}" for r in rows
+             for line in r["parallel"].get("fork_failures", [])]  # type: ignore[union-attr]
+    t = Table(title="Parallel sampling by fork: COW off vs on", box=box.SIMPLE_HEAD,
+              title_style="bold", pad_edge=False, collapse_padding=True,
+              caption="\n".join(notes[:4]) or None)
+    t.add_column("kernel", no_wrap=True)
+    t.add_column("COW", no_wrap=True)
+    for head in ("forked", "eager\ncopy", "copied", "saved", "cow\ncopies", "cow\nreuses",
+                 "new KV\npages"):
+        t.add_column(head, justify="right", no_wrap=True)
+    t.add_column("verdict", no_wrap=True)
+    for rec in rows:
+        p = rec["parallel"]
+        assert isinstance(p, dict)
+        saved = "-"
+        if p.get("saved_pages") is not None:
+            saved = f"{p['saved_pages']} ({_cell(p, 'saved_percent')}%)"
+        forked = f"{p['forked']}/{p['branches']}"
+        if p.get("fork_failures"):
+            forked = f"[red]{forked}[/]"
+        t.add_row(str(rec["config"]), "on" if rec.get("cow") else "off", forked,
+                  _cell(p, "eager_copy_pages"), _cell(p, "actual_copied_pages"), saved,
+                  _cell(p, "cow_copies"), _cell(p, "cow_reuses"), _cell(p, "new_kv_pages"),
+                  _verdict(p.get("verdict")))
     return t
 
 
 def grade_table(results: list[CheckResult]) -> Table:
-    t = Table(title="nexos grade")
-    for c in ("config", "check", "result", "points", "time s", "detail"):
-        t.add_column(c, justify="right" if c in ("points", "time s") else "left")
+    """One row per check; the detail is cut to the terminal (the JSON/JUnit keep it whole)."""
+    t = Table(title="nexos grade", box=box.SIMPLE_HEAD, title_style="bold", pad_edge=False,
+              expand=True)
+    for c in ("config", "check", "result", "points", "time s"):
+        t.add_column(c, justify="right" if c in ("points", "time s") else "left", no_wrap=True)
+    t.add_column("detail", no_wrap=True, overflow="ellipsis", ratio=1)
     for r in results:
         mark = "[green]PASS[/]" if r.passed else "[red]FAIL[/]"
         t.add_row(r.config, r.name, mark, f"{r.points}/{r.max_points}", f"{r.seconds:.1f}",

@@ -37,23 +37,29 @@ def find_qemu(path: str | None = None) -> str:
     qemu = os.environ.get("NEXOS_QEMU") or shutil.which(QEMU, path=path)
     if not qemu:
         raise ToolchainError(
-            f"{QEMU} not found on PATH; install it (Debian/Ubuntu: apt install qemu-system-misc)")
+            f"{QEMU} not found on PATH; install it "
+            "(Debian/Ubuntu: sudo apt install qemu-system-misc)")
     return qemu
 
 
-def find_toolchain(path: str | None = None, need_gcc: bool = True) -> Toolchain:
-    """Find everything at once; one error that lists every missing tool and the packages."""
+def find_toolchain(path: str | None = None, need_gcc: bool = True,
+                   need_qemu: bool = True) -> Toolchain:
+    """Find what a command needs (building: the compiler; booting: QEMU) at once; one error
+    that names every missing tool and the Debian packages that provide them."""
     gcc = find_gcc(path)
     qemu = os.environ.get("NEXOS_QEMU") or shutil.which(QEMU, path=path)
-    missing = []
+    missing, packages = [], []
     if need_gcc and gcc is None:
         missing.append("a RISC-V cross compiler (" + " or ".join(p + "gcc" for p in GCC_PREFIXES)
                        + ")")
-    if qemu is None:
+        packages.append("gcc-riscv64-unknown-elf")
+    if need_qemu and qemu is None:
         missing.append(QEMU)
+        packages.append("qemu-system-misc")
     if missing:
         raise ToolchainError(
             "missing " + " and ".join(missing)
-            + f"; install them (Debian/Ubuntu: apt install {DEBIAN_PACKAGES})")
+            + f"; install {'them' if len(missing) > 1 else 'it'} "
+            + f"(Debian/Ubuntu: sudo apt install {' '.join(packages)})")
     prefix, gcc_path = gcc if gcc else ("", "")
-    return Toolchain(prefix=prefix, gcc=gcc_path, qemu=str(qemu))
+    return Toolchain(prefix=prefix, gcc=gcc_path, qemu=str(qemu or ""))

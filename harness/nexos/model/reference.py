@@ -1,7 +1,12 @@
 """The numpy float32 reference forward pass (docs/checkpoint.md) and generation loop.
 
-``smolprobe`` implements the same computation in C; with an int8 checkpoint the matrix
-products here quantize their input vector exactly as the C code does (quant.matvec_int8).
+``smolprobe`` implements the same computation in C and this module mirrors its arithmetic
+operation for operation (docs/checkpoint.md "Float arithmetic, exactly"), so that the two
+agree bit for bit: every sum that C takes left to right is a float32 ``cumsum`` here (never
+BLAS, ``dot`` or ``einsum``, which sum in other orders), and ``exp``/``sin``/``cos``/``pow``
+are computed in float64 and rounded once to float32 (numpy's float32 versions are not
+correctly rounded; smolprobe's ``umath.c`` is). With an int8 checkpoint the matrix products
+quantize their input vector exactly as the C code does (quant.matvec_int8).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import numpy as np
 
 from nexos.model.format import Block, Checkpoint, QuantBlock, block_row, load_checkpoint
 from nexos.model.quant import matvec_int8
-from nexos.model.sampler import XorShift64Star, sample
+from nexos.model.sampler import XorShift64Star, exp_f32, sample
 
 F32 = np.float32
 DEFAULT_SEQ_LEN = 256  # smolprobe's runtime_seq_len
@@ -25,21 +30,82 @@ class RequestError(ValueError):
     """A generation request the model cannot serve (bad tokens or lengths)."""
 
 
-def matvec(w: Block, x: np.ndarray) -> np.ndarray:
+def seq_sum(a: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Float32 sum along ``axis`` taken strictly left to right (C: ``s = 0; s += a[i]``)."""
+    if a.shape[axis] == 0:
+        return np.zeros(np.delete(a.shape, axis), dtype=F32)
+    return np.take(np.cumsum(a, axis=axis, dtype=F32), -1, axis=axis)
+
+
+def f64_round(fn, x: np.ndarray | float) -> np.ndarray:
+    """``fn`` evaluated in float64 on float32 ``x``, rounded once to float32 (what a
+    correctly rounded float32 libm gives: smolprobe's umath.c)."""
+    return np.asarray(fn(np.asarray(x, dtype=F32).astype(np.float64))).astype(F32)
+
+
+class LaneMatrix:
+    """A float32 matrix ``w`` [rows][cols] laid out for smolprobe's float32 matvec, which
+    keeps four partial sums per row: ``lanes[k, r, j] = w[r, 4k + j]`` and ``tail`` the
+    columns past the last multiple of 4. The layout makes each step of the sum one
+    contiguous vector operation over all rows."""
+
+    def __init__(self, w: np.ndarray) -> None:
+        rows, cols = w.shape
+        n4 = cols // 4 * 4
+        self.rows, self.cols = rows, cols
+        self.lanes = np.ascontiguousarray(
+            np.asarray(w[:, :n4], dtype=F32).reshape(rows, n4 // 4, 4).transpose(1, 0, 2))
+        self.tail = np.ascontiguousarray(w[:, n4:], dtype=F32)
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        """``w · x`` exactly as smolprobe's matvec_f32: per row ``a_j = 0``, then for
+        k = 0, 1, … ``a_j += w[4k+j]·x[4k+j]`` (product rounded, then the add); the tail
+        columns added to ``a_0`` in order; the result ``(a_0 + a_1) + (a_2 + a_3)``."""
+        x = np.asarray(x, dtype=F32)
+        k4 = self.lanes.shape[0]
+        x4 = x[: 4 * k4].reshape(k4, 4)
+        acc = np.zeros((self.rows, 4), dtype=F32)
+        prod = np.empty_like(acc)
+        for k in range(k4):  # k ascending, as the C loop
+            np.multiply(self.lanes[k], x4[k], out=prod)
+            acc += prod
+        a0 = acc[:, 0]
+        for i in range(self.tail.shape[1]):
+            a0 = a0 + self.tail[:, i] * x[4 * k4 + i]
+        return ((a0 + acc[:, 1]) + (acc[:, 2] + acc[:, 3])).astype(F32)
+
+
+def matvec_f32(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``w · x`` for a float32 matrix, in smolprobe's order (see LaneMatrix.matvec)."""
+    return LaneMatrix(w).matvec(x)
+
+
+def matvec(w: Block | LaneMatrix, x: np.ndarray) -> np.ndarray:
     """``w · x`` as float32: int8 blocks via the exact quantized product."""
     if isinstance(w, QuantBlock):
         return matvec_int8(w.q, w.s, x, w.group_size)
-    return (w @ x).astype(F32)
+    if isinstance(w, LaneMatrix):
+        return w.matvec(x)
+    return matvec_f32(w, x)
 
 
 def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
-    """``w * (x / sqrt(mean(x²) + eps))`` in float32."""
-    ss = F32(np.dot(x, x)) / F32(x.size) + F32(eps)
-    return (w * (x * (F32(1.0) / np.sqrt(ss)))).astype(F32)
+    """``w * (x * (1 / sqrt(Σx²/n + eps)))`` in float32, Σ left to right."""
+    ss = seq_sum((x * x).astype(F32)) / F32(x.size) + F32(eps)
+    inv = F32(1.0) / np.sqrt(F32(ss))
+    return (w * (x * inv)).astype(F32)
 
 
 def silu(x: np.ndarray) -> np.ndarray:
-    return (x / (F32(1.0) + np.exp(-x))).astype(F32)
+    """``x / (1 + expf(-x))`` in float32."""
+    return (x / (F32(1.0) + exp_f32(-x))).astype(F32)
+
+
+def softmax_rows(s: np.ndarray) -> np.ndarray:
+    """Softmax along the last axis as smolprobe's softmax: ``expf(s - max)``, the sum left
+    to right, then each value divided by it."""
+    e = exp_f32(s - s.max(axis=-1, keepdims=True))
+    return (e / seq_sum(e)[..., None]).astype(F32)
 
 
 class Transformer:
@@ -52,14 +118,26 @@ class Transformer:
         self.value_cache = np.zeros((cfg.n_layers, seq_len, cfg.kv_dim), dtype=F32)
         half = cfg.head_dim // 2
         i2 = np.arange(half, dtype=F32) * F32(2.0)
-        self._freq = np.power(F32(cfg.rope_theta), -i2 / F32(cfg.head_dim)).astype(F32)
+        expo = (-i2 / F32(cfg.head_dim)).astype(F32)  # C: -((float)i * 2) / (float)hd
+        self._freq = f64_round(lambda e: np.power(np.float64(F32(cfg.rope_theta)), e), expo)
+        self._lanes: dict[int, LaneMatrix] = {}  # id(float32 block) -> its lane layout
+
+    def mv(self, w: Block, x: np.ndarray) -> np.ndarray:
+        """``w · x``; a float32 block is laid out for the 4-lane sum once, on first use
+        (the checkpoint keeps ``w`` alive, so its id stays valid)."""
+        if isinstance(w, QuantBlock):
+            return matvec(w, x)
+        lanes = self._lanes.get(id(w))
+        if lanes is None:
+            lanes = self._lanes[id(w)] = LaneMatrix(w)
+        return lanes.matvec(x)
 
     def rope(self, v: np.ndarray, n_heads: int, pos: int) -> np.ndarray:
         """Half-rotation RoPE of each head of ``v`` [n_heads*head_dim] at ``pos``."""
         hd = self.cfg.head_dim
         h = v.reshape(n_heads, hd)
         angle = (F32(pos) * self._freq).astype(F32)
-        c, s = np.cos(angle).astype(F32), np.sin(angle).astype(F32)
+        c, s = f64_round(np.cos, angle), f64_round(np.sin, angle)
         a, b = h[:, : hd // 2], h[:, hd // 2:]
         return np.concatenate([a * c - b * s, b * c + a * s], axis=1).reshape(-1).astype(F32)
 
@@ -70,11 +148,13 @@ class Transformer:
         grp = cfg.n_heads // kvh
         k = self.key_cache[layer, : pos + 1].reshape(pos + 1, kvh, hd)
         v = self.value_cache[layer, : pos + 1].reshape(pos + 1, kvh, hd)
-        qh = q.reshape(kvh, grp, hd)  # query head h uses kv head h // grp
-        scores = np.einsum("kgd,tkd->kgt", qh, k).astype(F32) / F32(np.sqrt(hd))
-        scores = np.exp(scores - scores.max(axis=-1, keepdims=True)).astype(F32)
-        scores /= scores.sum(axis=-1, keepdims=True)
-        return np.einsum("kgt,tkd->kgd", scores, v).reshape(-1).astype(F32)
+        qh = q.reshape(kvh, grp, 1, hd)  # query head h uses kv head h // grp
+        # scores[k, g, t] = (Σ_i q[i]·k_t[i], left to right) / sqrtf(head_dim)
+        dots = seq_sum(qh * k.transpose(1, 0, 2)[:, None], axis=-1)  # [kvh, grp, t]
+        att = softmax_rows((dots / np.sqrt(F32(hd))).astype(F32))
+        # o = 0; o += a_t · v_t for t = 0..pos in order
+        terms = att[..., None] * v.transpose(1, 0, 2)[:, None]  # [kvh, grp, t, hd]
+        return seq_sum(terms, axis=2).reshape(-1)
 
     def forward(self, token: int, pos: int, want_logits: bool = True) -> np.ndarray | None:
         """Feed ``token`` at ``pos`` (fills cache row ``pos``); the logits [vocab] or None."""
@@ -83,17 +163,17 @@ class Transformer:
         for i in range(cfg.n_layers):
             lw = {name: blocks[i] for name, blocks in ck.layers.items()}
             xb = rmsnorm(x, ck.rms_att[i], cfg.norm_eps)
-            q = self.rope(matvec(lw["wq"], xb), cfg.n_heads, pos)
-            self.key_cache[i, pos] = self.rope(matvec(lw["wk"], xb), cfg.n_kv_heads, pos)
-            self.value_cache[i, pos] = matvec(lw["wv"], xb)
-            x += matvec(lw["wo"], self.attention(i, q, pos))
+            q = self.rope(self.mv(lw["wq"], xb), cfg.n_heads, pos)
+            self.key_cache[i, pos] = self.rope(self.mv(lw["wk"], xb), cfg.n_kv_heads, pos)
+            self.value_cache[i, pos] = self.mv(lw["wv"], xb)
+            x += self.mv(lw["wo"], self.attention(i, q, pos))
             xb = rmsnorm(x, ck.rms_ffn[i], cfg.norm_eps)
-            h = silu(matvec(lw["w_gate"], xb)) * matvec(lw["w_up"], xb)
-            x += matvec(lw["w_down"], h.astype(F32))
+            h = silu(self.mv(lw["w_gate"], xb)) * self.mv(lw["w_up"], xb)
+            x += self.mv(lw["w_down"], h.astype(F32))
         if not want_logits:
             return None
         assert ck.classifier is not None
-        return matvec(ck.classifier, rmsnorm(x, ck.rms_final, cfg.norm_eps))
+        return self.mv(ck.classifier, rmsnorm(x, ck.rms_final, cfg.norm_eps))
 
 
 def logits_digest(logits: np.ndarray) -> str:

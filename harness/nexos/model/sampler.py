@@ -36,10 +36,17 @@ class XorShift64Star:
         return (self.next_u32() >> 8) / 16777216.0
 
 
+def exp_f32(x: np.ndarray) -> np.ndarray:
+    """``expf`` of float32 ``x``, correctly rounded like smolprobe's umath.c: computed in
+    float64 and rounded once to float32 (numpy's float32 ``exp`` is off by an ulp at times,
+    which flips tokens over a long generation)."""
+    return np.exp(np.asarray(x, dtype=np.float32).astype(np.float64)).astype(np.float32)
+
+
 def softmax_f32(z: np.ndarray) -> np.ndarray:
     """Softmax in float32: subtract the max, ``expf``, sum left to right, divide."""
     z = np.asarray(z, dtype=np.float32)
-    e = np.exp(z - z.max()).astype(np.float32)
+    e = exp_f32(z - z.max())
     total = np.cumsum(e, dtype=np.float32)[-1]  # sequential float32 sum, as the C loop
     return (e / total).astype(np.float32)
 
