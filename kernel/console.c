@@ -83,6 +83,7 @@ consoleread(int user_dst, uint64 dst, int n)
     }
     int c = cons.buf[cons.r % INPUT_BUF_SIZE];
     cons.r++;
+    uartrxpause(0);   // there is room again for input held back in the UART
 
     if(c == C('D')){
       // End of file. If some bytes were already read, leave the ^D for the next
@@ -113,6 +114,14 @@ erase_one(void)
   cons.e--;
   consputc(BACKSPACE);
   return 1;
+}
+
+// Contract: 1 if the input buffer can take another character (uartintr() leaves input in
+// the UART otherwise). Reads without cons.lock: only readers change r, and only upward.
+int
+consoleroom(void)
+{
+  return cons.e - cons.r < INPUT_BUF_SIZE;
 }
 
 // Contract: take one input character from the UART interrupt: edit the current line,

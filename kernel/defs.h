@@ -23,6 +23,7 @@ void            bunpin(struct buf*);
 void            consoleinit(void);
 void            consoleintr(int);
 void            consputc(int);
+int             consoleroom(void);
 
 // exec.c
 int             exec(char*, char**);
@@ -160,6 +161,7 @@ void            uartintr(void);
 void            uartputc(int);
 void            uartputc_sync(int);
 int             uartgetc(void);
+void            uartrxpause(int);
 
 // vm.c -- page tables, and the one place where LAZY_ALLOC and COW_ALLOC policies live
 void            kvminit(void);

@@ -16,6 +16,7 @@ initsleeplock(struct sleeplock *lk, char *name)
   lk->name = name;
   lk->locked = 0;
   lk->pid = 0;
+  lk->waiters = 0;
 }
 
 // Contract: wait (sleeping, interrupts allowed) until lk is free, then take it for the
@@ -24,21 +25,26 @@ void
 acquiresleep(struct sleeplock *lk)
 {
   acquire(&lk->lk);
-  while(lk->locked)
+  while(lk->locked){
+    lk->waiters++;
     sleep(lk, &lk->lk);
+    lk->waiters--;
+  }
   lk->locked = 1;
   lk->pid = myproc()->pid;
   release(&lk->lk);
 }
 
-// Contract: give lk up and wake anyone waiting for it.
+// Contract: give lk up and wake anyone waiting for it. wakeup() scans the whole process
+// table, so it is skipped when nobody waits: the buffer cache releases a lock per block.
 void
 releasesleep(struct sleeplock *lk)
 {
   acquire(&lk->lk);
   lk->locked = 0;
   lk->pid = 0;
-  wakeup(lk);
+  if(lk->waiters > 0)
+    wakeup(lk);
   release(&lk->lk);
 }
 

@@ -4,4 +4,5 @@ struct sleeplock {
   struct spinlock lk; // protects this structure
   char *name;
   int pid;            // process holding the lock
+  int waiters;        // processes asleep in acquiresleep (release skips wakeup when 0)
 };

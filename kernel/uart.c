@@ -33,7 +33,8 @@
 // The transmit ring. tx_lock protects tx_buf, tx_w and tx_r.
 // Bytes tx_buf[tx_r % TX_SIZE] .. tx_buf[(tx_w-1) % TX_SIZE] wait to be sent;
 // tx_w - tx_r is never more than TX_SIZE. Both only grow.
-#define TX_SIZE 32
+#define TX_SIZE 1024
+#define TX_FIFO 16            // bytes the 16550 transmit FIFO takes once THR is empty
 static struct spinlock tx_lock;
 static char tx_buf[TX_SIZE];
 static uint64 tx_w;
@@ -93,18 +94,26 @@ uartputc_sync(int c)
 }
 
 // Contract: move bytes from the ring to the UART while it can take them, waking any
-// writer waiting for room. Caller holds tx_lock.
+// writer waiting for room. Caller holds tx_lock. When THR is empty the whole transmit
+// FIFO is free, so up to TX_FIFO bytes go at once: one interrupt per FIFO, not per byte.
 static void
 uartstart(void)
 {
-  while(tx_w != tx_r){
-    if((ReadReg(LSR) & LSR_TX_IDLE) == 0)
-      return;   // the UART is busy; its transmit interrupt brings us back
-    int c = tx_buf[tx_r % TX_SIZE];
+  if(tx_w == tx_r || (ReadReg(LSR) & LSR_TX_IDLE) == 0)
+    return;   // nothing to send, or the UART is busy: its transmit interrupt brings us back
+  for(int i = 0; i < TX_FIFO && tx_w != tx_r; i++){
+    WriteReg(THR, tx_buf[tx_r % TX_SIZE]);
     tx_r += 1;
-    wakeup(&tx_r);
-    WriteReg(THR, c);
   }
+  wakeup(&tx_r);
+}
+
+// Contract: pause (1) or resume (0) the receive interrupt. The console pauses it while its
+// input buffer is full, so that bytes wait in the UART instead of being dropped.
+void
+uartrxpause(int pause)
+{
+  WriteReg(IER, IER_TX_ENABLE | (pause ? 0 : IER_RX_ENABLE));
 }
 
 // Contract: one received byte, or -1 when none is waiting.
@@ -123,8 +132,12 @@ uartintr(void)
 {
   int c;
 
-  while((c = uartgetc()) != -1)
+  // Take input only while the console has room for it: the rest waits in the UART (and
+  // in QEMU behind it), and the receive interrupt is paused until a reader makes room.
+  while(consoleroom() && (c = uartgetc()) != -1)
     consoleintr(c);
+  if(!consoleroom())
+    uartrxpause(1);
 
   acquire(&tx_lock);
   uartstart();
