@@ -127,7 +127,7 @@ kfree(void *pa)
 // Contract: add one reference to the page that each valid PTE of ptes[0..n) maps: fork
 // (vm.c, COW_ALLOC=1) calls it once per filled level-0 table of the child, whose new
 // PTEs each become an owner (each will kfree() its reference). One acquire for up to
-// 512 pages instead of one per page: this loop is most of the cost of a COW fork.
+// 512 pages instead of one per page: this loop is about half the cost of a COW fork.
 // The pages must be allocated (another owner, the parent's PTE, pins them while we
 // count). Panics if a PTE maps a free page or one the allocator does not manage.
 void
