@@ -63,6 +63,7 @@ void            kinit(void);
 void*           kalloc(void);          // a page with refcount 1, or 0 when memory is exhausted
 void            kfree(void *);         // drop one reference; the page is freed when none remain
 void            krefinc_ptes(pte_t *, int n); // one more reference per valid PTE's page (COW fork)
+int             kshared_ptes(pte_t *, int n); // leaves of a table mapping shared pages
 int             krefcount(void *);     // current references to an allocated page
 uint64          kfreepages(void);      // pages on the free list
 uint64          ktotalpages(void);     // pages the allocator manages

@@ -162,6 +162,25 @@ krefcount(void *pa)
   return n;
 }
 
+// Contract: how many valid user (PTE_U) leaves of ptes[0..n) map a page with more than
+// one reference: memstat's shared_pages, one acquire per level-0 table. A statistic:
+// the counts may change as soon as the lock is dropped.
+int
+kshared_ptes(pte_t *ptes, int n)
+{
+  int shared = 0;
+
+  acquire(&kmem.lock);
+  for(int k = 0; k < n; k++){
+    if((ptes[k] & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
+      continue;
+    if(refs[pageindex((void *)PTE2PA(ptes[k]), "kshared_ptes: bad page")] > 1)
+      shared++;
+  }
+  release(&kmem.lock);
+  return shared;
+}
+
 // Contract: how many pages are free right now (free list + never allocated).
 uint64
 kfreepages(void)

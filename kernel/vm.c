@@ -523,22 +523,21 @@ vmfault(struct proc *p, uint64 va, int is_store)
 
 // Contract: add to ms the page-table pages of the tree at pagetable (level = 2 for the
 // root) and its user leaves: mapped_pages (PTE_U leaves) and shared_pages (those whose
-// physical page has more than one reference).
+// physical page has more than one reference, counted a whole leaf table at a time).
 static void
 countwalk(pagetable_t pagetable, int level, struct memstat *ms)
 {
   ms->pt_pages++;
+  if(level == 0)
+    ms->shared_pages += kshared_ptes(pagetable, 512);
   for(int i = 0; i < 512; i++){
     pte_t pte = pagetable[i];
     if((pte & PTE_V) == 0)
       continue;
-    if(level > 0 && PTE_FLAGS(pte) == PTE_V){
+    if(level > 0 && PTE_FLAGS(pte) == PTE_V)
       countwalk((pagetable_t)PTE2PA(pte), level - 1, ms);
-    } else if(pte & PTE_U){
+    else if(pte & PTE_U)
       ms->mapped_pages++;
-      if(krefcount((void *)PTE2PA(pte)) > 1)
-        ms->shared_pages++;
-    }
   }
 }
 
