@@ -291,3 +291,16 @@ def test_find_problems_shell_complaints():
     assert find_problems("exec nosuch failed\n") == ["exec nosuch failed"]
     assert find_problems("sh: cannot open in.txt\n") == ["sh: cannot open in.txt"]
     assert find_problems("hello\nexecutable failed\n") == []
+
+
+def test_compare_table_fits_80_columns():
+    """The main demo's table must read whole in a plain 80-column terminal (and in CI logs,
+    where rich assumes 80 columns)."""
+    runs = [probe_record(ProbeRun(BuildConfig(lazy, 0), "smolprobe", parse_smolprobe(text)),
+                         ProbeRequest())
+            for lazy, text in ((0, SEED_EAGER), (1, SEED_LAZY))]
+    console = Console(width=80, record=True, color_system=None)
+    console.print(compare_table(runs, "smolprobe --prompt-tokens 1,2,3 --gen-len 10"))
+    text = console.export_text()
+    assert "…" not in text
+    assert "2701 (93%)" in text and "2880/2886" in text and "EAGER_STYLE" in text

@@ -57,8 +57,8 @@ def _pair(rec: dict[str, object], a: str, b: str) -> str:
 
 
 def config_label(rec: dict[str, object]) -> str:
-    """`eager lazy0-cow0`: what the sbrk policy is, then the build folder."""
-    return f"{'lazy ' if rec.get('lazy') else 'eager'} {rec['config']}"
+    """The build folder, `lazy0-cow0`: it names both flags, so it says eager or lazy too."""
+    return str(rec["config"])
 
 
 VERDICT_STYLE = {"LAZY_STYLE": "green", "EAGER_STYLE": "yellow", "MIXED": "red",
@@ -72,9 +72,9 @@ def _verdict(v: object) -> str:
 
 
 def compare_table(records: list[dict[str, object]], command: str = "") -> Table:
-    """One row per configuration (records from compare.probe_record); fits 100 columns."""
+    """One row per configuration (records from compare.probe_record); fits 80 columns."""
     t = Table(title="KV-cache pages: eager vs lazy sbrk", caption=command or None,
-              box=box.SIMPLE_HEAD, title_style="bold", pad_edge=False)
+              box=box.SIMPLE_HEAD, title_style="bold", pad_edge=False, show_edge=False, padding=(0, 0))
     t.add_column("kernel", no_wrap=True)
     for head in ("max\npages", "mapped", "saved", "reserve\nmapped/used",
                  "decode\nmapped/used"):
