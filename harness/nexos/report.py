@@ -74,7 +74,8 @@ def _verdict(v: object) -> str:
 def compare_table(records: list[dict[str, object]], command: str = "") -> Table:
     """One row per configuration (records from compare.probe_record); fits 80 columns."""
     t = Table(title="KV-cache pages: eager vs lazy sbrk", caption=command or None,
-              box=box.SIMPLE_HEAD, title_style="bold", pad_edge=False, show_edge=False, padding=(0, 0))
+              box=box.SIMPLE_HEAD, title_style="bold", pad_edge=False, show_edge=False,
+              padding=(0, 0))
     t.add_column("kernel", no_wrap=True)
     for head in ("max\npages", "mapped", "saved", "reserve\nmapped/used",
                  "decode\nmapped/used"):
