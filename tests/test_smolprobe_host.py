@@ -248,6 +248,64 @@ def test_samples_branch_tokens_equal_reference(host_bin, ckpts, name, n, temp):
     assert run.kv("[smolprobe] PARALLEL_SUMMARY ")["branches"] == str(n)
 
 
+@pytest.mark.parametrize("victim", [0, 1, 2])
+def test_samples_killed_branch_is_reported(host_bin, ckpts, victim):
+    """A branch that dies before reporting (the hidden --test-kill-branch hook kills it
+    after its pre-touch, as the kernel kills a branch out of memory in a fault) does not
+    hang the parent: it prints `branch i killed`, the other branches report tokens equal
+    to the reference, and smolprobe exits 0."""
+    prompt, gen, seed, n = [4, 5, 6], 4, 7, 3
+    run = smolprobe(host_bin, *request(ckpts["small-int8"], prompt, gen, "--samples", str(n),
+                                       "--seed", str(seed), "--test-kill-branch", str(victim)))
+    assert run.code == 0, run.stderr
+    killed = [ln for ln in run.lines if " killed " in ln]
+    assert killed == [f"[smolprobe] branch {victim} killed before reporting (exit status -1); "
+                      "its pages went back to the kernel"], run.lines
+    branches = [ln for ln in run.lines if ln.startswith("[smolprobe] branch ") and "tokens=" in ln]
+    alive = [i for i in range(n) if i != victim]
+    assert [int(ln.split()[2]) for ln in branches] == alive
+    for i, ln in zip(alive, branches):
+        got = [int(t) for t in ln.split("tokens=")[1].split()[0].split(",")]
+        assert got == generate(ckpts["small-int8"], prompt, gen, temperature=0.8,
+                               seed=seed + i).tokens, i
+    assert run.kv("[smolprobe] PARALLEL_SUMMARY ")["branches"] == str(n - 1)
+    assert run.kv("[smolprobe] fork_phase ")["branches"] == str(n)
+
+
+def test_samples_limit_is_six(host_bin, ckpts):
+    """Six branches fit the 16 descriptors of a NexOS process; seven is a clear error."""
+    ok = smolprobe(host_bin, *request(ckpts["tiny-int8"], [1, 2], 2, "--samples", "6"))
+    assert ok.code == 0, ok.stderr
+    assert ok.kv("[smolprobe] PARALLEL_SUMMARY ")["branches"] == "6"
+    bad = smolprobe(host_bin, *request(ckpts["tiny-int8"], [1, 2], 2, "--samples", "7"))
+    assert bad.code == 1 and "out of range [1, 6]" in bad.stderr
+
+
+def test_bench_line(host_bin, ckpts):
+    """--bench alone prints the peak and matvec int8 MAC rates and their ratio; the
+    ratio is the floor of 100 x matvec / peak, peak the better of the two kernels."""
+    run = smolprobe(host_bin, "--bench", "--model", str(ckpts["small-int8"]))
+    assert run.code == 0, run.stderr
+    b = {k: int(v.rstrip("%")) for k, v in run.kv("[smolprobe] bench ").items()}
+    d = {k: int(v) for k, v in run.kv("[smolprobe] bench_detail ").items()}
+    assert b["peak_int8_macs_per_s"] == max(d["peak_plain"], d["peak_packed"]) > 0
+    assert b["matvec_int8_macs_per_s"] > 0
+    assert b["ratio"] == b["matvec_int8_macs_per_s"] * 100 // b["peak_int8_macs_per_s"]
+    assert not any("SUMMARY" in ln for ln in run.lines)
+    f32 = smolprobe(host_bin, "--bench", "--model", str(ckpts["small-f32"]))
+    assert f32.code == 1 and "float32" in f32.stderr
+
+
+def test_bench_after_request_keeps_the_request_output(host_bin, ckpts):
+    """--bench with a request: the request's lines and tokens as without it, then bench."""
+    args = request(ckpts["small-int8"], [1, 2, 3], 5, "--print-tokens")
+    plain, bench = smolprobe(host_bin, *args), smolprobe(host_bin, *args, "--bench")
+    assert bench.code == 0, bench.stderr
+    assert bench.field("[smolprobe] tokens=") == plain.field("[smolprobe] tokens=")
+    assert bench.lines[-2].startswith("[smolprobe] bench ")
+    assert bench.lines[-1].startswith("[smolprobe] bench_detail ")
+
+
 def test_help_says_weights_are_synthetic(host_bin):
     run = smolprobe(host_bin, "--help")
     assert run.code == 0

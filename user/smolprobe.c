@@ -363,10 +363,17 @@ softmax(float *x, int n)
     x[i] = x[i] / sum;
 }
 
-// round(x) with halves away from zero, for |x| < 2^31 (C's roundf, exact).
-static int
+// round(x) with halves away from zero, for |x| < 2^31 (C's roundf, exact). On RISC-V one
+// fcvt.w.s with the RMM rounding mode ("round to nearest, ties to max magnitude") is
+// exactly that; elsewhere (the host build) the same result in portable C.
+static inline int
 round_half_away(float x)
 {
+#ifdef __riscv
+  int t;
+  asm("fcvt.w.s %0, %1, rmm" : "=r"(t) : "f"(x));
+  return t;
+#else
   int t = (int)x;               // truncates toward zero
   float frac = x - (float)t;    // exact
   if(frac >= 0.5f)
@@ -374,6 +381,24 @@ round_half_away(float x)
   else if(frac <= -0.5f)
     t--;
   return t;
+#endif
+}
+
+// max |x[i]| over n floats, ignoring NaNs, by integer compares: for non-NaN floats the
+// order of |x| is the order of the bit patterns with the sign bit cleared.
+static float
+abs_max(const float *x, int n)
+{
+  const uint32 *b = (const uint32 *)x;
+  uint32 m = 0;
+  for(int i = 0; i < n; i++){
+    uint32 a = b[i] & 0x7fffffffU;
+    if(a > m && a <= 0x7f800000U)
+      m = a;
+  }
+  union { uint32 u; float f; } v;
+  v.u = m;
+  return v.f;
 }
 
 // Make x[0..n) the input of the following matvec() calls. For int8 models quantize it
@@ -389,13 +414,7 @@ prepare_input(struct state *s, const struct config *c, const float *x, int n)
   for(int g = 0; g < n / gs; g++){
     const float *xg = x + g * gs;
     signed char *qg = s->xq + g * gs;
-    float amax = 0.0f;
-    for(int i = 0; i < gs; i++){
-      float a = xg[i] < 0.0f ? -xg[i] : xg[i];
-      if(a > amax)
-        amax = a;
-    }
-    float scale = amax / 127.0f;
+    float scale = abs_max(xg, gs) / 127.0f;
     int sum = 0;
     for(int i = 0; i < gs; i++){
       int q = 0;
@@ -459,8 +478,9 @@ group_dot_plain(const uchar *q, const signed char *x, int n)
 // This is why the loader biases the weights: masked bytes are unsigned.
 #define LANES 0x000000FF000000FFUL
 
-// The dot product of one group: n biased weights at w (8-aligned) with the packed input.
-static int
+// The dot product of one group from its accumulated lanes t (see above): the high lane
+// minus the low lane's borrow, un-biased by 128 * sum(x).
+static inline int
 unpack_lanes(uint64 t, int xsum)
 {
   int low = (int)(uint32)t;
@@ -468,9 +488,19 @@ unpack_lanes(uint64 t, int xsum)
   return high - 128 * xsum;
 }
 
+// The lanes of 8 biased weights a (one 64-bit word) times the 4 packed input pairs p.
+static inline __attribute__((always_inline)) uint64
+word_lanes(uint64 a, const uint64 *p)
+{
+  return (a & LANES) * p[0] + ((a >> 8) & LANES) * p[1] +
+         ((a >> 16) & LANES) * p[2] + ((a >> 24) & LANES) * p[3];
+}
+
 // out[r] = W[r] . x for an int8 matrix with the input prepared by prepare_input.
 // Per group g: isum exact in int32, then acc += (float)isum * (sw * sx), groups in order.
-// Two rows at a time share the loads of the packed input.
+// Two rows at a time share the loads of the packed input (four rows measured slower
+// under TCG); the odd last row, or every row when the weights are not 8-aligned, takes
+// the plain loop: the same integers.
 static void
 matvec_q8(const struct matrix *m, const struct state *s, int gs, float *out)
 {
@@ -479,21 +509,15 @@ matvec_q8(const struct matrix *m, const struct state *s, int gs, float *out)
   int r = 0;
   if(fast){
     for(; r + 2 <= m->rows; r += 2){
-      const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * cols);
-      const uint64 *w1 = (const uint64 *)(m->q + (uint64)(r + 1) * cols);
+      const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * cols), *w1 = w0 + cols / 8;
       const float *s0 = m->s + (uint64)r * ng, *s1 = s0 + ng;
+      const uint64 *xp = s->xp;
       float acc0 = 0.0f, acc1 = 0.0f;
       for(int g = 0; g < ng; g++){
-        const uint64 *xp = s->xp + g * 4 * words;
         uint64 t0 = 0, t1 = 0;
-        for(int j = 0; j < words; j++){
-          uint64 a = w0[j], b = w1[j];
-          uint64 p0 = xp[0], p1 = xp[1], p2 = xp[2], p3 = xp[3];
-          t0 += (a & LANES) * p0 + ((a >> 8) & LANES) * p1 +
-                ((a >> 16) & LANES) * p2 + ((a >> 24) & LANES) * p3;
-          t1 += (b & LANES) * p0 + ((b >> 8) & LANES) * p1 +
-                ((b >> 16) & LANES) * p2 + ((b >> 24) & LANES) * p3;
-          xp += 4;
+        for(int j = 0; j < words; j++, xp += 4){
+          t0 += word_lanes(w0[j], xp);
+          t1 += word_lanes(w1[j], xp);
         }
         w0 += words;
         w1 += words;
@@ -505,7 +529,7 @@ matvec_q8(const struct matrix *m, const struct state *s, int gs, float *out)
       out[r + 1] = acc1;
     }
   }
-  for(; r < m->rows; r++){      // the odd last row, or any row when not aligned
+  for(; r < m->rows; r++){
     const uchar *q = m->q + (uint64)r * cols;
     const float *sr = m->s + (uint64)r * ng;
     float acc = 0.0f;
@@ -842,6 +866,8 @@ struct options {
   uint64 seed;
   int samples;          // --samples N (0: not given, the single-request run)
   int print_tokens, print_logits, trace;
+  int bench;            // --bench: the int8 micro-benchmark (alone, or after the request)
+  int kill_branch;      // --test-kill-branch K: branch K kills itself (K+1; 0: none)
 };
 
 // Allocate and touch everything forward() and the sampler use, except the KV cache.
@@ -972,7 +998,12 @@ print_list(const char *prefix, const int *iv, const float *fv, int n)
 // prompt's KV pages, so, as in the seed's section 4.4, every branch but the last copies the
 // half-filled prompt page it writes into, and the last one, its only owner, reuses it.
 
-#define MAX_SAMPLES 64
+// Each branch reports on a pipe of its own, so that the parent sees end-of-file when a
+// branch dies before reporting (killed by the kernel, e.g. out of memory in a fault)
+// instead of waiting forever. NOFILE is 16: while forking the k-th process the parent
+// holds 0, 1, 2, both ends of "go", "ack" and "exit", the read ends of the k-1 earlier
+// report pipes and the new pipe, 11 + k - 1 descriptors: at most 6 branches.
+#define MAX_SAMPLES 6
 #define PARALLEL_TEMPERATURE 0.8f  // --samples without --temperature
 
 // What a branch sends the parent, followed by its gen_len token ids. A forked child's
@@ -1044,18 +1075,26 @@ write_all(int fd, const void *buf, int n)
   return 0;
 }
 
-// The pipes between the parent and its branches ([0] read end, [1] write end).
+// The pipes between the parent and its branches ([0] read end, [1] write end), and the
+// branches' process ids.
+// Process k is the k-th forked; any waiting process may take the go byte of branch i, so
+// it first tells the parent its k on "ack" (before anything that can fail), and the
+// parent then reads branch i's report from process k's pipe.
 struct channels {
-  int go[2];    // parent -> branches: byte i releases one waiting branch as branch i
-  int rep[2];   // branches -> parent: a branch_report and the tokens
+  int go[2];    // parent -> branches: byte i releases one waiting process as branch i
+  int ack[2];   // branches -> parent: byte k, "process k took the last go byte"
   int ex[2];    // closed by the parent when every branch has reported: branches exit
+  int rep[MAX_SAMPLES];  // the parent's read end of process k's report pipe (-1: closed);
+                         // only process k holds the write end: a dead one means EOF
+  int pid[MAX_SAMPLES];  // process k's pid, 0 once reaped
+  int reaped;            // how many processes wait() has returned
 };
 
 // A forked branch (never returns): wait for an index, generate, report, wait, exit.
 // The stack is one page (USERSTACK), so the page of a local is the whole stack.
 static void
 branch(const struct model *mo, struct state *s, struct options *o, float *probs,
-       struct channels *ch)
+       struct channels *ch, uchar k, int out)
 {
   uchar idx;
   struct memstat m0, m1;
@@ -1065,10 +1104,13 @@ branch(const struct model *mo, struct state *s, struct options *o, float *probs,
   int P = o->n_prompt, total = o->n_prompt + o->gen_len, n = 0;
 
   close(ch->go[1]);
-  close(ch->rep[0]);
   close(ch->ex[1]);
+  close(ch->ack[0]);
   if(read(ch->go[0], &idx, 1) != 1)
     exit(0);                                   // the parent stopped before our turn
+  if(write(ch->ack[1], &k, 1) != 1)
+    exit(1);
+  close(ch->ack[1]);
   for(; n < s->nscratch; n++)
     rs[n] = s->scratch[n];
   rs[n++] = (struct range){ s, sizeof(*s) };   // forward() stores s->xf
@@ -1077,6 +1119,8 @@ branch(const struct model *mo, struct state *s, struct options *o, float *probs,
   memset(&r, 0, sizeof(r));
   r.index = idx;
   r.state_pages = pretouch(rs, n);
+  if(o->kill_branch == idx + 1)
+    kill(getpid());                            // test hook: die as the kernel kills
   memstat(&m0);
   uint64 t0 = clock_us();
   sampler_init(&sp, o->temperature, o->seed + idx, probs, mo->c.vocab_size);
@@ -1092,8 +1136,8 @@ branch(const struct model *mo, struct state *s, struct options *o, float *probs,
   r.kv_reuses = m1.cow_reuses - m0.cow_reuses;
   r.new_kv_pages = (long)m1.mapped_pages - (long)m0.mapped_pages;
   r.fork_pages = m0.mapped_pages - m0.lazy_faults;
-  if(write_all(ch->rep[1], &r, sizeof(r)) < 0 ||
-     write_all(ch->rep[1], o->tokens + P, o->gen_len * sizeof(int)) < 0)
+  if(write_all(out, &r, sizeof(r)) < 0 ||
+     write_all(out, o->tokens + P, o->gen_len * sizeof(int)) < 0)
     exit(1);
   read(ch->ex[0], &idx, 1);                    // returns 0 when the parent closes ex[1]
   exit(0);
@@ -1103,6 +1147,7 @@ branch(const struct model *mo, struct state *s, struct options *o, float *probs,
 struct parallel {
   struct branch_report *rep;  // [samples]
   int *tokens;                // [samples][gen_len]
+  int ok[MAX_SAMPLES];        // 1: branch i reported
 };
 
 static void
@@ -1116,18 +1161,29 @@ parallel_alloc(const struct options *o, struct parallel *pa)
   memset(pa->tokens, 0, tb);
 }
 
-// Fork up to o->samples branches, all waiting on ch->go; returns how many forked. A
-// failed fork is reported and ends the forking (the kernel leaked nothing).
+// Fork up to o->samples branches, all waiting on ch->go, each with its report pipe;
+// returns how many forked. A failed fork (or pipe) is reported and ends the forking (the
+// kernel leaked nothing).
 static int
 fork_branches(const struct model *mo, struct state *s, struct options *o, float *probs,
               struct channels *ch, int cow)
 {
-  int n = 0;
+  int n = 0, up[2];
   for(; n < o->samples; n++){
+    if(pipe(up) < 0){
+      printf("[smolprobe] fork of branch %d failed: no file descriptor for its pipe\n", n);
+      break;
+    }
     int pid = fork();
-    if(pid == 0)
-      branch(mo, s, o, probs, ch);
+    if(pid == 0){
+      for(int k = 0; k < n; k++)               // the earlier branches' read ends
+        close(ch->rep[k]);
+      close(up[0]);
+      branch(mo, s, o, probs, ch, n, up[1]);
+    }
+    close(up[1]);
     if(pid < 0){
+      close(up[0]);
       if(cow)
         printf("[smolprobe] fork of branch %d failed: out of memory or processes\n", n);
       else
@@ -1135,6 +1191,8 @@ fork_branches(const struct model *mo, struct state *s, struct options *o, float 
                "(COW_ALLOC=0 copies every page)\n", n);
       break;
     }
+    ch->rep[n] = up[0];
+    ch->pid[n] = pid;
   }
   return n;
 }
@@ -1150,20 +1208,51 @@ kv_release(struct state *s, const struct kv_plan *kp)
   return 1;
 }
 
+// wait() until branch i has been reaped (a branch reaped meanwhile is marked too);
+// returns its exit status (-1: killed by the kernel).
+static int
+reap(struct channels *ch, int forked, int i)
+{
+  int st = 0;
+  while(ch->pid[i]){
+    int pid = wait(&st);
+    if(pid < 0)
+      return -1;                               // cannot happen: branch i is our child
+    for(int k = 0; k < forked; k++)
+      if(ch->pid[k] == pid){
+        ch->pid[k] = 0;
+        ch->reaped++;
+      }
+  }
+  return st;
+}
+
 // Release the forked branches one by one and collect their reports; returns how many
-// reported (a branch that died ends the collection).
+// reported. A branch that dies first (end of file on its pipe) is reaped and reported
+// as killed, and the next branch goes on.
 static int
 collect(struct parallel *pa, int forked, int gen_len, struct channels *ch)
 {
+  int done = 0;
   for(int i = 0; i < forked; i++){
-    uchar b = i;
-    if(write(ch->go[1], &b, 1) != 1 || read_all(ch->rep[0], &pa->rep[i], sizeof(pa->rep[i])) < 0 ||
-       read_all(ch->rep[0], pa->tokens + i * gen_len, gen_len * sizeof(int)) < 0){
-      printf("[smolprobe] branch %d died before reporting\n", i);
-      return i;
+    uchar b = i, k;
+    if(write(ch->go[1], &b, 1) != 1 || read(ch->ack[0], &k, 1) != 1 || k >= forked){
+      printf("[smolprobe] branch %d could not be started\n", i);   // not expected
+      break;
     }
+    if(read_all(ch->rep[k], &pa->rep[i], sizeof(pa->rep[i])) == 0 &&
+       read_all(ch->rep[k], pa->tokens + i * gen_len, gen_len * sizeof(int)) == 0){
+      pa->ok[i] = 1;
+      done++;
+    } else {
+      int st = reap(ch, forked, k);
+      printf("[smolprobe] branch %d killed before reporting (exit status %d); "
+             "its pages went back to the kernel\n", i, st);
+    }
+    close(ch->rep[k]);
+    ch->rep[k] = -1;
   }
-  return forked;
+  return done;
 }
 
 
@@ -1221,8 +1310,10 @@ parallel_report(const struct config *c, const struct options *o, const struct kv
          "requested=%d parent_mapped_pages=%ld parent_released_kv=%d\n", forked,
          (long)ps->atfork.shared_pages, kv_active_pages(c, kp, o->n_prompt), o->samples,
          (long)ps->pre.mapped_pages, released);
-  for(int i = 0; i < done; i++){
+  for(int i = 0; i < forked; i++){
     const struct branch_report *r = &pa->rep[i];
+    if(!pa->ok[i])
+      continue;
     print_branch(r, pa->tokens + i * o->gen_len, o->gen_len);
     copies += r->cow_copies;
     fresh += r->new_kv_pages;
@@ -1254,24 +1345,192 @@ parallel_run(const struct model *mo, struct state *s, struct options *o, float *
   for(int pos = 0; pos < P; pos++)                   // prefill: rows 0..P-1, logits of P-1
     forward(mo, s, o->tokens[pos], pos, pos == P - 1);
   memstat(&ps->prefilled);
-  if(pipe(ch.go) < 0 || pipe(ch.rep) < 0 || pipe(ch.ex) < 0)
+  memset(&ch, 0, sizeof(ch));
+  if(pipe(ch.go) < 0 || pipe(ch.ack) < 0 || pipe(ch.ex) < 0)
     die("pipe failed (too many open files?)", "");
   memstat(&ps->pre);
   int forked = fork_branches(mo, s, o, probs, &ch, ps->pre.cow_alloc);
   memstat(&ps->atfork);
   close(ch.go[0]);
-  close(ch.rep[1]);
+  close(ch.ack[1]);
   close(ch.ex[0]);
   int released = kv_release(s, kp);
   int done = collect(pa, forked, o->gen_len, &ch);
   memstat(&ps->all);                                 // every branch alive, all reported
   close(ch.ex[1]);
   close(ch.go[1]);
-  for(int i = 0; i < forked; i++)
+  close(ch.ack[0]);
+  for(; ch.reaped < forked; ch.reaped++)             // the branches still alive
     wait(0);
-  close(ch.rep[0]);
   parallel_report(&mo->c, o, kp, pa, forked, done, ps, released);
   return done;
+}
+
+// ============================================================================ --bench
+
+// smolprobe --bench (issue 4's target: the int8 matvec reaches >= 70% of the guest's peak
+// int8 multiply-add rate). Two figures from the same run, measured in alternation, best of
+// BENCH_ROUNDS each, so that a busy host slows both alike:
+//  - peak: the faster of two tight hand-unrolled int8 x int8 -> int32 loops over a hot
+//    2 KiB buffer (4 rows of 512 weights, one input), with no scales, no float work and
+//    no row bookkeeping: the plain one (two byte loads, a multiply and an add per MAC,
+//    unrolled 8x) and the packed one (matvec_q8's inner step: two MACs per 64-bit
+//    multiply, 2 rows sharing each input load);
+//  - matvec: matvec_q8 itself over real weights of the model (w_gate of layer 0, 20
+//    times, and the classifier once), input prepared once (prepare_input not timed).
+// A MAC is one int8 weight times one int8 input added to an int32 sum.
+
+#define BENCH_ROUNDS 3
+#define BENCH_COLS 512              // peak kernels: 4 rows x 512 columns, L1-resident
+#define BENCH_PEAK_REPS 12000       // 4 * 512 * 12000 = 24.6 M MACs per measurement
+#define BENCH_GATE_REPS 20
+
+// The plain peak kernel: reps x sum over 4 rows of w[r][i] * x[i] (n a multiple of 8).
+static __attribute__((noinline)) int
+peak_plain(const signed char *w, const signed char *x, int n, int reps)
+{
+  int sum = 0;
+  for(int rep = 0; rep < reps; rep++){
+    asm volatile("" : "+r"(w));     // the compiler may not reuse the previous round's sums
+    for(const signed char *row = w; row < w + 4 * n; row += n)
+      for(int i = 0; i < n; i += 8)
+        sum += row[i] * x[i] + row[i + 1] * x[i + 1] + row[i + 2] * x[i + 2] +
+               row[i + 3] * x[i + 3] + row[i + 4] * x[i + 4] + row[i + 5] * x[i + 5] +
+               row[i + 6] * x[i + 6] + row[i + 7] * x[i + 7];
+  }
+  return sum;
+}
+
+// The packed peak kernel: reps x the 4 rows' dot products of biased weights w (cw words a
+// row) with the packed input xp, matvec_q8's inner step (two rows sharing each input
+// load) without groups or scales.
+static __attribute__((noinline)) int
+peak_packed(const uint64 *w, const uint64 *xp, int cw, int xsum, int reps)
+{
+  int sum = 0;
+  for(int rep = 0; rep < reps; rep++){
+    asm volatile("" : "+r"(w));
+    for(const uint64 *row = w; row < w + 4 * cw; row += 2 * cw){
+      uint64 t0 = 0, t1 = 0;
+      const uint64 *p = xp;
+      for(int j = 0; j < cw; j++, p += 4){
+        t0 += word_lanes(row[j], p);
+        t1 += word_lanes(row[cw + j], p);
+      }
+      sum += unpack_lanes(t0, xsum) + unpack_lanes(t1, xsum);
+    }
+  }
+  return sum;
+}
+
+// Microseconds since t, at least 1.
+static uint64
+since(uint64 t)
+{
+  uint64 d = clock_us() - t;
+  return d ? d : 1;
+}
+
+// MACs per second of `macs` done in `us` microseconds.
+static uint64
+rate(uint64 macs, uint64 us)
+{
+  return macs * 1000000UL / us;
+}
+
+// The bench inputs: deterministic int8 weights and inputs for the peak kernels, checked
+// against each other (both kernels must give the plain loop's sum) and the model's
+// normalised embedding of token 1 as the input of the real matvecs.
+struct bench {
+  signed char *w, *x;   // [4][BENCH_COLS], [BENCH_COLS]
+  uint64 *wb, *xp;      // biased copy of w, packed x
+  int xsum;
+  uint64 best[4];       // microseconds: plain, packed, w_gate x reps, classifier
+};
+
+static void
+bench_inputs(struct bench *b)
+{
+  uint64 st = 0x2545F4914F6CDD1DUL;
+  b->w = xmalloc(4 * BENCH_COLS, "bench");
+  b->x = xmalloc(BENCH_COLS, "bench");
+  b->wb = xmalloc(4 * BENCH_COLS + 8, "bench");
+  b->xp = xmalloc(BENCH_COLS / 2 * sizeof(uint64), "bench");
+  b->wb = (uint64 *)(((uint64)b->wb + 7) & ~7UL);
+  for(int i = 0; i < 5 * BENCH_COLS; i++){
+    st ^= st << 13;
+    st ^= st >> 7;
+    st ^= st << 17;
+    int v = (int)(st % 255) - 127;
+    if(i < 4 * BENCH_COLS){
+      b->w[i] = v;
+      ((uchar *)b->wb)[i] = (uchar)(v + 128);
+    } else {
+      b->x[i - 4 * BENCH_COLS] = v;
+    }
+  }
+  b->xsum = 0;
+  for(int i = 0; i < BENCH_COLS; i++)
+    b->xsum += b->x[i];
+  for(int j = 0; j < BENCH_COLS / 8; j++)
+    for(int k = 0; k < 4; k++)
+      b->xp[4 * j + k] = (uint64)(long)b->x[8 * j + k + 4] + ((uint64)(long)b->x[8 * j + k] << 32);
+  if(peak_plain(b->w, b->x, BENCH_COLS, 1) !=
+     peak_packed(b->wb, b->xp, BENCH_COLS / 8, b->xsum, 1))
+    die("bench: the packed kernel disagrees with the plain one", "");
+}
+
+// One round: time each of the four measurements once, keep the best of each.
+static void
+bench_round(const struct model *mo, struct state *s, struct bench *b, int round)
+{
+  const struct matrix *gate = &mo->w.w_gate[0], *cls = &mo->w.classifier;
+  uint64 t[4];
+  volatile int sink;
+  uint64 t0 = clock_us();
+  sink = peak_plain(b->w, b->x, BENCH_COLS, BENCH_PEAK_REPS);
+  t[0] = since(t0);
+  t0 = clock_us();
+  sink = peak_packed(b->wb, b->xp, BENCH_COLS / 8, b->xsum, BENCH_PEAK_REPS);
+  t[1] = since(t0);
+  (void)sink;
+  t0 = clock_us();
+  for(int i = 0; i < BENCH_GATE_REPS; i++)
+    matvec(mo, gate, s, s->hb);
+  t[2] = since(t0);
+  t0 = clock_us();
+  matvec(mo, cls, s, s->logits);
+  t[3] = since(t0);
+  for(int i = 0; i < 4; i++)
+    if(round == 0 || t[i] < b->best[i])
+      b->best[i] = t[i];
+}
+
+// smolprobe --bench: the two lines described above (int8 models only).
+static void
+run_bench(const struct model *mo, struct state *s)
+{
+  static struct bench b;
+  const struct config *c = &mo->c;
+  if(c->weight_type != WEIGHT_INT8)
+    die("--bench measures the int8 matvec: the model is float32", "");
+  bench_inputs(&b);
+  embed(mo, 1, s->x);
+  rmsnorm(s->xb, s->x, mo->w.rms_ffn, c->dim, c->norm_eps);
+  prepare_input(s, c, s->xb, c->dim);
+  for(int r = 0; r < BENCH_ROUNDS; r++)
+    bench_round(mo, s, &b, r);
+  uint64 peak_macs = 4UL * BENCH_COLS * BENCH_PEAK_REPS;
+  uint64 gate_macs = (uint64)BENCH_GATE_REPS * c->hidden_dim * c->dim;
+  uint64 cls_macs = (uint64)c->vocab_size * c->dim;
+  uint64 plain = rate(peak_macs, b.best[0]), packed = rate(peak_macs, b.best[1]);
+  uint64 peak = plain > packed ? plain : packed;
+  uint64 mv = rate(gate_macs + cls_macs, b.best[2] + b.best[3]);
+  printf("[smolprobe] bench peak_int8_macs_per_s=%lu matvec_int8_macs_per_s=%lu ratio=%lu%%\n",
+         peak, mv, mv * 100 / peak);
+  printf("[smolprobe] bench_detail peak_plain=%lu peak_packed=%lu w_gate=%lu classifier=%lu "
+         "rounds=%d\n", plain, packed, rate(gate_macs, b.best[2]), rate(cls_macs, b.best[3]),
+         BENCH_ROUNDS);
 }
 
 // ============================================================================ the CLI
@@ -1281,7 +1540,7 @@ usage(void)
 {
   printf("usage: smolprobe --prompt-tokens a,b,c --gen-len N [--seq-len N] [--model PATH]\n"
          "                 [--temperature T] [--seed S] [--print-tokens] [--print-logits]\n"
-         "                 [--trace] [--samples N] [--help]\n"
+         "                 [--trace] [--samples N] [--bench] [--help]\n"
          "Runs a SmolLM-135M-architecture transformer (default model %s) over a KV cache\n"
          "reserved with one sbrk() for --seq-len positions (default 256), and reports how\n"
          "many KV pages the kernel mapped while reserving and while decoding.\n"
@@ -1294,9 +1553,12 @@ usage(void)
          "  --temperature    0 (default) = greedy; > 0 samples with --seed (default 0)\n"
          "  --print-tokens   print the generated ids; --print-logits the final logits\n"
          "  --trace          one line per fed position with the KV pages mapped so far\n"
-         "  --samples N      prefill once, fork N branches (1..64) that each sample their\n"
+         "  --samples N      prefill once, fork N branches (1..6) that each sample their\n"
          "                   own gen-len tokens (seed+i, temperature 0.8 unless given)\n"
-         "                   over the shared prompt KV, and report the copy-on-write pages\n",
+         "                   over the shared prompt KV, and report the copy-on-write pages\n"
+         "  --bench          int8 micro-benchmark: the guest's peak int8 multiply-add rate\n"
+         "                   and the int8 matvec's rate on the model's weights (alone, or\n"
+         "                   after the request's lines)\n",
          DEFAULT_MODEL);
 }
 
@@ -1425,10 +1687,16 @@ parse_args(int argc, char **argv, struct options *o)
       o->print_logits = 1;
     } else if(strcmp(a, "--trace") == 0){
       o->trace = 1;
+    } else if(strcmp(a, "--bench") == 0){
+      o->bench = 1;
+    } else if(strcmp(a, "--test-kill-branch") == 0){   // test hook, see docs/smolprobe.md
+      o->kill_branch = 1 + parse_long(a, flag_value(argc, argv, &i), 0, MAX_SAMPLES - 1);
     } else {
       die("unknown flag (try --help): ", a);
     }
   }
+  if(o->bench && o->tokens == 0 && o->gen_len < 0 && !o->samples)
+    return;                                        // --bench alone: no request
   if(o->tokens == 0)
     die("--prompt-tokens is required (try --help)", "");
   if(o->gen_len < 0)
@@ -1494,6 +1762,8 @@ parallel_main(const struct model *mo, struct state *s, struct options *o, float 
          (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10);
   if(done == 0)
     die("no branch could run (see the fork message above)", "");
+  if(o->bench)
+    run_bench(mo, s);
   exit(0);
 }
 
@@ -1512,6 +1782,12 @@ main(int argc, char **argv)
   printf("[smolprobe] loading LLM assets...\n");
   uint64 t0 = clock_us();
   load_model(o.model, &mo);
+  if(o.tokens == 0){                               // --bench alone
+    s.seq_len = 1;
+    alloc_state(&mo.c, &s, &probs);
+    run_bench(&mo, &s);
+    exit(0);
+  }
   check_request(&mo.c, &o);
   int total = o.n_prompt + o.gen_len;
   printf("[smolprobe] request prompt_tokens=%d gen_tokens=%d\n", o.n_prompt, o.gen_len);
@@ -1546,5 +1822,7 @@ main(int argc, char **argv)
     print_list("[smolprobe] tokens=", o.tokens + o.n_prompt, 0, o.gen_len);
   if(o.print_logits)
     print_list("[smolprobe] logits=", 0, s.logits, mo.c.vocab_size);
+  if(o.bench)
+    run_bench(&mo, &s);
   exit(0);
 }

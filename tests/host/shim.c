@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -106,6 +107,8 @@ static long g_strtol(const char *s, char **e, int b) { return strtol(s, e, b); }
 static double g_strtod(const char *s, char **e) { return strtod(s, e); }
 static int g_fork(void) { return fork(); }
 static int g_pipe(int *fds) { return pipe(fds); }
+static int g_kill(int pid) { return kill(pid, SIGKILL); }  // NexOS kill: the process dies
+static int g_getpid(void) { return getpid(); }
 static int g_vsnprintf(char *b, int n, const char *f, va_list ap) { return vsnprintf(b, n, f, ap); }
 
 // wait() with an int* status in NexOS's sense: the child's exit status.
@@ -150,6 +153,20 @@ int
 wait(int *status)
 {
   return g_wait(status);
+}
+
+// kill(pid): NexOS ends the process as if it had faulted (exit status -1); SIGKILL here,
+// which the shim's wait() reports as -1 too.
+int
+kill(int pid)
+{
+  return g_kill(pid);
+}
+
+int
+getpid(void)
+{
+  return g_getpid();
 }
 
 int
