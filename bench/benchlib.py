@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -208,10 +207,3 @@ def main(name: str, description: str, add_args: Callable[[argparse.ArgumentParse
         print(f.line())
     print(f"({load_note()})")
     return 0
-
-
-def guest_quote(arg: str) -> str:
-    """A word for the NexOS shell (no quoting there: refuse what it would split)."""
-    if not arg or any(c.isspace() or c in "<>|;&\"'" for c in arg):
-        raise BenchError(f"cannot pass {shlex.quote(arg)} to the guest shell")
-    return arg

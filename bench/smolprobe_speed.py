@@ -5,10 +5,7 @@ with the LLM image (the int8 synthetic SmolLM-135M checkpoint) and prints smolpr
 `[smolprobe] timing load_ms=.. decode_ms=.. tokens_per_s=..` figures against the targets:
 load + decode ≤ 10 s, decode ≥ 2 tokens/s.
 
-Hook for the int8 micro-benchmark (issue: matvec ≥ 70% of the guest's peak int8
-multiply-add rate): when smolprobe learns a flag for it, pass it with `--int8-flag FLAG`
-(or set INT8_FLAG below); every `[smolprobe] <kind> ...` record whose kind is in
-INT8_KINDS is then printed figure by figure (see int8_figures()).
+The int8 matvec against the guest's peak rate is bench/smolprobe_int8.py.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchlib import BenchError, Figure, booted, build, guest_quote, main
+from benchlib import BenchError, Figure, booted, build, main
 
 from nexos.config import BuildConfig
 from nexos.parse import ParseError, Record, SmolprobeResult, parse_smolprobe
@@ -25,17 +22,11 @@ NAME = "smolprobe_speed"
 TARGET_TOTAL_S = 10.0
 TARGET_TPS = 2.0
 DEFAULT_CMD = "smolprobe --prompt-tokens 1,2,3 --gen-len 10"
-INT8_FLAG: str | None = None  # e.g. "--int8-bench" once smolprobe has it
-# Record kinds that carry the int8 micro-benchmark's figures; their numeric fields are
-# printed as they are (e.g. `[smolprobe] int8_bench peak_mmacs=.. matvec_mmacs=.. ratio=..`).
-INT8_KINDS = ("int8_bench", "int8_peak", "int8_matvec", "matvec_bench", "bench")
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default="lazy1-cow0", help="configuration to boot")
     p.add_argument("--runs", type=int, default=1, help="smolprobe runs in one boot")
-    p.add_argument("--int8-flag", default=INT8_FLAG,
-                   help="smolprobe flag that runs the int8 micro-benchmark (when it exists)")
 
 
 def timing_record(res: SmolprobeResult, output: str) -> Record:
@@ -45,30 +36,11 @@ def timing_record(res: SmolprobeResult, output: str) -> Record:
     raise BenchError("smolprobe printed no `[smolprobe] timing ...` line", output[-1500:])
 
 
-def int8_figures(res: SmolprobeResult) -> list[Figure]:
-    """Every numeric field of the int8 micro-benchmark's records, as untargeted figures
-    (the 70%-of-peak target is added when a field is called `ratio` or `percent_of_peak`)."""
-    figs = []
-    for rec in res.records:
-        if rec.kind not in INT8_KINDS:
-            continue
-        for key, val in rec.fields.items():
-            if not isinstance(val, (int, float)) or isinstance(val, bool):
-                continue
-            if key in ("percent_of_peak", "pct_of_peak"):
-                figs.append(Figure(NAME, f"{rec.kind} {key}", float(val), "%", 70.0, "ge"))
-            elif key == "ratio":
-                figs.append(Figure(NAME, f"{rec.kind} {key}", float(val), "", 0.7, "ge"))
-            else:
-                figs.append(Figure(NAME, f"{rec.kind} {key}", float(val), ""))
-    return figs
-
-
 def measure(args: argparse.Namespace) -> list[Figure]:
     cfg = BuildConfig.parse(args.config)
     if not args.no_build:
         build(cfg, llm=True)  # the first time also generates the synthetic model (~10 s)
-    cmd = DEFAULT_CMD + (f" {guest_quote(args.int8_flag)}" if args.int8_flag else "")
+    cmd = DEFAULT_CMD
     figs: list[Figure] = []
     with booted(cfg, llm=True) as s:
         for run in range(max(1, args.runs)):
@@ -93,7 +65,6 @@ def measure(args: argparse.Namespace) -> list[Figure]:
                        TARGET_TOTAL_S, "le", note),
                 Figure(NAME, "tokens/s", tps, "tok/s", TARGET_TPS, "ge", note),
             ]
-            figs += int8_figures(res)
     return figs
 
 
