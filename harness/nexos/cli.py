@@ -239,8 +239,8 @@ def request_options(f: Any) -> Any:
         click.option("--gen-len", type=click.IntRange(0), default=10, show_default=True),
         click.option("--seq-len", type=click.IntRange(1), default=None,
                      help="smolprobe --seq-len (runtime_seq_len, default 256)."),
-        click.option("--samples", type=click.IntRange(1), default=None,
-                     help="Parallel sampling branches (smolprobe --samples)."),
+        click.option("--samples", type=click.IntRange(1, 6), default=None,
+                     help="Parallel sampling branches, 1..6 (smolprobe --samples)."),
         click.option("--timeout", type=float, default=900.0, show_default=True),
     ]):
         f = opt(f)
