@@ -1,0 +1,55 @@
+"""The seed document's exact commands: `make qemu-llm LAZY_ALLOC=1 COW_ALLOC=1`, then
+`smolprobe --prompt-tokens 1,2,3 --gen-len 10` (and its alias) at the NexOS shell.
+
+(`make clean` before it is left out here: under pytest-xdist another worker may be using the
+builds it would remove. A clean build is what .ci/run does on a fresh clone anyway.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pexpect
+
+from conftest import file_lock
+from nexos.config import BuildConfig
+from nexos.parse import parse_smolprobe
+
+
+def quit_make_qemu(child: pexpect.spawn) -> None:
+    """Quit QEMU with its console escape (Ctrl-A x), as a user would; if that does not end
+    make, kill make and QEMU together (pexpect made make a process-group leader)."""
+    try:
+        child.sendcontrol("a")
+        child.send("x")
+        child.expect(pexpect.EOF, timeout=30)
+    except (pexpect.ExceptionPexpect, OSError):
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    child.close(force=True)
+
+
+def test_make_qemu_llm_then_smolprobe(build_kernel, repo):
+    cfg = BuildConfig(1, 1)
+    build_kernel(cfg, llm=True)
+    with file_lock(cfg.name):  # make may not rebuild anything while we hold it
+        child = pexpect.spawn("make", ["qemu-llm", "LAZY_ALLOC=1", "COW_ALLOC=1"],
+                              cwd=str(repo), encoding="utf-8", timeout=600)
+        try:
+            child.expect(r"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=512M")
+            child.expect(r"\$ ")
+            child.sendline("smolprobe --prompt-tokens 1,2,3 --gen-len 10")
+            child.expect(r"\[smolprobe\] verdict=[^\r\n]+\r\n")
+            res = parse_smolprobe(child.before + child.after)
+            child.expect(r"\$ ")
+            child.sendline("smol_probe --prompt-tokens 1,2,3 --gen-len 10")
+            child.expect(r"\[smolprobe\] verdict=[^\r\n]+\r\n")
+            alias = parse_smolprobe(child.before + child.after)
+        finally:
+            quit_make_qemu(child)
+    for r in (res, alias):
+        assert (r.summary.max_kv_pages, r.kv_capacity.active_pages_est) == (2880, 180)
+        assert (r.reserve.mapped_pages, r.decode.mapped_pages) == (0, 180)
+        assert (r.summary.saved_percent, r.verdict) == (93, "LAZY_STYLE")
