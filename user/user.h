@@ -49,7 +49,8 @@ double strtod(const char *s, char **end);   // decimal number, optional sign/fra
 uint64 clock_us(void);      // microseconds since boot, read from the time CSR (no system call)
 uint64 clock_cycles(void);  // the cycle counter (rdcycle)
 
-// printf.c: %d %u %x %p %s %c %%, l/ll modifiers (%ld %lu %lx), %f %.Nf (double)
+// printf.c: %d %i %u %x %X %p %s %c %% %f %e %g; flags - 0 + space #, width and precision
+// (digits or *), length modifiers h hh l ll z. One write() per call (docs/userland.md).
 void fprintf(int, const char*, ...) __attribute__ ((format (printf, 2, 3)));
 void printf(const char*, ...) __attribute__ ((format (printf, 1, 2)));
 // Format into buf (size bytes, always terminated); returns the length the whole result needs.
