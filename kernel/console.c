@@ -48,7 +48,7 @@ consputc(int c)
 static int
 consolewrite(int user_src, uint64 src, int n)
 {
-  char chunk[64];
+  char chunk[256];   // one uartwrite (one transmit interrupt) per chunk
   int done = 0;
 
   while(done < n){
@@ -57,8 +57,7 @@ consolewrite(int user_src, uint64 src, int n)
       m = sizeof(chunk);
     if(either_copyin(chunk, user_src, src + done, m) == -1)
       break;
-    for(int i = 0; i < m; i++)
-      uartputc(chunk[i]);
+    uartwrite(chunk, m);
     done += m;
   }
   return done;

@@ -159,7 +159,7 @@ void            usertrapret(void);
 // uart.c
 void            uartinit(void);
 void            uartintr(void);
-void            uartputc(int);
+void            uartwrite(const char *, int);
 void            uartputc_sync(int);
 int             uartgetc(void);
 void            uartrxpause(int);

@@ -34,7 +34,6 @@
 // Bytes tx_buf[tx_r % TX_SIZE] .. tx_buf[(tx_w-1) % TX_SIZE] wait to be sent;
 // tx_w - tx_r is never more than TX_SIZE. Both only grow.
 #define TX_SIZE 1024
-#define TX_FIFO 16            // bytes the 16550 transmit FIFO takes once THR is empty
 static struct spinlock tx_lock;
 static char tx_buf[TX_SIZE];
 static uint64 tx_w;
@@ -59,20 +58,27 @@ uartinit(void)
   initlock(&tx_lock, "uart");
 }
 
-// Contract: queue c for output, sleeping while the ring is full. For process context
-// only (it may sleep); not for interrupt handlers.
+// Contract: queue the n bytes at buf for output, sleeping while the ring is full. For
+// process context only (it may sleep); not for interrupt handlers. The whole run is
+// queued and started under one hold of tx_lock: each byte sent raises the transmit
+// interrupt, and a run taken with interrupts off answers it once, not once per byte.
 void
-uartputc(int c)
+uartwrite(const char *buf, int n)
 {
   acquire(&tx_lock);
   if(panicked){
     for(;;)
       ;
   }
-  while(tx_w == tx_r + TX_SIZE)
-    sleep(&tx_r, &tx_lock);   // uartstart() wakes us when it drains a byte
-  tx_buf[tx_w % TX_SIZE] = c;
-  tx_w += 1;
+  for(int i = 0; i < n; i++){
+    while(tx_w == tx_r + TX_SIZE){
+      uartstart();
+      if(tx_w == tx_r + TX_SIZE)
+        sleep(&tx_r, &tx_lock);   // uartstart() wakes us when it drains a byte
+    }
+    tx_buf[tx_w % TX_SIZE] = buf[i];
+    tx_w += 1;
+  }
   uartstart();
   release(&tx_lock);
 }
@@ -94,18 +100,21 @@ uartputc_sync(int c)
 }
 
 // Contract: move bytes from the ring to the UART while it can take them, waking any
-// writer waiting for room. Caller holds tx_lock. When THR is empty the whole transmit
-// FIFO is free, so up to TX_FIFO bytes go at once: one interrupt per FIFO, not per byte.
+// writer waiting for room. Caller holds tx_lock. LSR says "THR empty" again as soon as the
+// UART has room (at once under QEMU), so one call sends as much as the UART will take;
+// when it is busy, its transmit interrupt brings us back.
 static void
 uartstart(void)
 {
-  if(tx_w == tx_r || (ReadReg(LSR) & LSR_TX_IDLE) == 0)
-    return;   // nothing to send, or the UART is busy: its transmit interrupt brings us back
-  for(int i = 0; i < TX_FIFO && tx_w != tx_r; i++){
+  int sent = 0;
+
+  while(tx_w != tx_r && (ReadReg(LSR) & LSR_TX_IDLE)){
     WriteReg(THR, tx_buf[tx_r % TX_SIZE]);
     tx_r += 1;
+    sent = 1;
   }
-  wakeup(&tx_r);
+  if(sent)
+    wakeup(&tx_r);
 }
 
 // Contract: pause (1) or resume (0) the receive interrupt. The console pauses it while its
