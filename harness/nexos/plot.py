@@ -9,8 +9,20 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (backend must be chosen first)
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from nexos.parse import TraceStep  # noqa: E402
+
+
+def _finish(fig: Figure, ax: Axes, out: Path) -> Path:
+    """Legend, grid, layout; write the PNG to out and free the figure."""
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return Path(out)
 
 
 def plot_trace(series: dict[str, list[TraceStep]], out: Path, max_pages: int | None = None
@@ -26,12 +38,7 @@ def plot_trace(series: dict[str, list[TraceStep]], out: Path, max_pages: int | N
     ax.set_xlabel("tokens in the KV cache (prompt + generated)")
     ax.set_ylabel("mapped KV-cache pages")
     ax.set_title("smolprobe: KV pages mapped, eager vs lazy sbrk")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return Path(out)
+    return _finish(fig, ax, out)
 
 
 def plot_saved(points: list[tuple[int, float, float | None]], out: Path) -> Path:
@@ -50,12 +57,7 @@ def plot_saved(points: list[tuple[int, float, float | None]], out: Path) -> Path
     ax.set_ylabel("saved KV pages (%)")
     ax.set_ylim(0, 100)
     ax.set_title("smolprobe: pages saved by lazy allocation vs reservation size")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return Path(out)
+    return _finish(fig, ax, out)
 
 
 def plot_branches(series: dict[str, list[tuple[int, int]]], out: Path) -> Path:
@@ -75,9 +77,4 @@ def plot_branches(series: dict[str, list[tuple[int, int]]], out: Path) -> Path:
     ax.set_yscale("symlog", linthresh=100)
     ax.set_title("parallel sampling by fork: copy-on-write vs copying fork")
     ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return Path(out)
+    return _finish(fig, ax, out)
