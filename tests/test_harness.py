@@ -61,14 +61,19 @@ def test_run_exit_status_follows_the_commands(build_kernel, repo):
     assert "Traceback" not in bad.stderr
 
 
-def test_run_rejects_a_kernel_built_with_other_flags(build_kernel, repo, tmp_path):
-    """A stale or wrong build is an error: build/lazy1-cow1 holding the eager kernel."""
-    d = build_kernel(EAGER)
+def checkout_with_wrong_kernel(eager_dir: Path, tmp_path: Path) -> Path:
+    """A fake checkout whose build/lazy1-cow1 holds the eager (lazy0-cow0) kernel."""
     fake = tmp_path / "checkout"
     for sub in ("kernel", "user", "build/lazy1-cow1"):
         (fake / sub).mkdir(parents=True)
-    shutil.copy(d / "kernel", fake / "build/lazy1-cow1/kernel")
-    (fake / "build/lazy1-cow1/fs.img").symlink_to(d / "fs.img")
+    shutil.copy(eager_dir / "kernel", fake / "build/lazy1-cow1/kernel")
+    (fake / "build/lazy1-cow1/fs.img").symlink_to(eager_dir / "fs.img")
+    return fake
+
+
+def test_run_rejects_a_kernel_built_with_other_flags(build_kernel, repo, tmp_path):
+    """A stale or wrong build is an error: build/lazy1-cow1 holding the eager kernel."""
+    fake = checkout_with_wrong_kernel(build_kernel(EAGER), tmp_path)
     r = nexos(fake, "run", "--no-build", "--lazy", "1", "--cow", "1", "--", "echo hi")
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
@@ -173,12 +178,7 @@ def test_grade_one_configuration_junit_and_points(build_kernel, repo, tmp_path):
 def test_grade_wrong_kernel_fails_every_check_with_evidence(build_kernel, tmp_path):
     """A kernel that does not match its configuration fails each check (the rest still
     run), the JUnit XML carries the failures, and the exit status is non-zero."""
-    d = build_kernel(EAGER)
-    fake = tmp_path / "checkout"
-    for sub in ("kernel", "user", "build/lazy1-cow1"):
-        (fake / sub).mkdir(parents=True)
-    shutil.copy(d / "kernel", fake / "build/lazy1-cow1/kernel")
-    (fake / "build/lazy1-cow1/fs.img").symlink_to(d / "fs.img")
+    fake = checkout_with_wrong_kernel(build_kernel(EAGER), tmp_path)
     junit = tmp_path / "grade.xml"
     r = nexos(fake, "grade", "--no-build", "--configs", "lazy1-cow1",
               "--checks", "lazytests,cowtests", "--junit", str(junit))
