@@ -588,25 +588,38 @@ userpte(pagetable_t pagetable, uint64 va, int is_store)
   return pte;
 }
 
+// Contract: copy len bytes between kernel address kva and user address uva of pagetable:
+// to user memory when to_user, else from it. Returns 0, or -1 if some user page is not
+// (writable, when to_user) user memory. Lazy and COW pages are resolved by userpte().
+static int
+copyuser(pagetable_t pagetable, uint64 uva, char *kva, uint64 len, int to_user)
+{
+  while(len > 0){
+    uint64 va0 = PGROUNDDOWN(uva);
+    pte_t *pte = userpte(pagetable, va0, to_user);
+    if(pte == 0)
+      return -1;
+    uint64 n = PGSIZE - (uva - va0);
+    if(n > len)
+      n = len;
+    char *pa = (char *)(PTE2PA(*pte) + (uva - va0));
+    if(to_user)
+      memmove(pa, kva, n);
+    else
+      memmove(kva, pa, n);
+    len -= n;
+    kva += n;
+    uva += n;
+  }
+  return 0;
+}
+
 // Contract: copy len bytes from kernel address src to user address dstva of pagetable.
 // Returns 0, or -1 if some destination page is not writable user memory.
 int
 copyout(pagetable_t pagetable, uint64 dstva, char *src, uint64 len)
 {
-  while(len > 0){
-    uint64 va0 = PGROUNDDOWN(dstva);
-    pte_t *pte = userpte(pagetable, va0, 1);
-    if(pte == 0)
-      return -1;
-    uint64 n = PGSIZE - (dstva - va0);
-    if(n > len)
-      n = len;
-    memmove((char *)(PTE2PA(*pte) + (dstva - va0)), src, n);
-    len -= n;
-    src += n;
-    dstva += n;
-  }
-  return 0;
+  return copyuser(pagetable, dstva, src, len, 1);
 }
 
 // Contract: copy len bytes from user address srcva of pagetable to kernel address dst.
@@ -614,20 +627,7 @@ copyout(pagetable_t pagetable, uint64 dstva, char *src, uint64 len)
 int
 copyin(pagetable_t pagetable, char *dst, uint64 srcva, uint64 len)
 {
-  while(len > 0){
-    uint64 va0 = PGROUNDDOWN(srcva);
-    pte_t *pte = userpte(pagetable, va0, 0);
-    if(pte == 0)
-      return -1;
-    uint64 n = PGSIZE - (srcva - va0);
-    if(n > len)
-      n = len;
-    memmove(dst, (char *)(PTE2PA(*pte) + (srcva - va0)), n);
-    len -= n;
-    dst += n;
-    srcva += n;
-  }
-  return 0;
+  return copyuser(pagetable, srcva, dst, len, 0);
 }
 
 // Contract: copy a NUL-terminated string from user address srcva of pagetable to dst,

@@ -601,19 +601,26 @@ format(struct sink *o, const char *fmt, va_list ap)
 
 // ---------------------------------------------------------------- entry points
 
-// Print to fd; one write() for the whole result unless it exceeds the buffer.
+// Format to fd: one write() for the whole result unless it exceeds the buffer.
+static void
+vfprintf(int fd, const char *fmt, va_list ap)
+{
+  outsink.fd = fd;
+  outsink.n = 0;
+  outsink.total = 0;
+  format(&outsink, fmt, ap);
+  flush(&outsink);
+}
+
+// Print to fd.
 void
 fprintf(int fd, const char *fmt, ...)
 {
   va_list ap;
 
-  outsink.fd = fd;
-  outsink.n = 0;
-  outsink.total = 0;
   va_start(ap, fmt);
-  format(&outsink, fmt, ap);
+  vfprintf(fd, fmt, ap);
   va_end(ap);
-  flush(&outsink);
 }
 
 // Print to the standard output (fd 1).
@@ -622,13 +629,9 @@ printf(const char *fmt, ...)
 {
   va_list ap;
 
-  outsink.fd = 1;
-  outsink.n = 0;
-  outsink.total = 0;
   va_start(ap, fmt);
-  format(&outsink, fmt, ap);
+  vfprintf(1, fmt, ap);
   va_end(ap);
-  flush(&outsink);
 }
 
 // Format into str (at most size bytes, always terminated when size > 0). Returns the
