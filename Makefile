@@ -16,7 +16,9 @@ MEMSIZE ?= 512
 FS_MB ?= 128
 EXTRA_UPROGS ?=
 MODEL ?=
-PYTHON ?= python3
+# The project's own interpreter: the virtual environment that scripts/setup.sh makes (the
+# harness passes its own with PYTHON=). Never the system python3, which lacks the packages.
+PYTHON ?= $(wildcard $(CURDIR)/.venv/bin/python)
 QEMU ?= qemu-system-riscv64
 
 DEFAULT_MEMSIZE := 512
@@ -154,7 +156,12 @@ $(B)/model.list: FORCE
 	@echo '$(abspath $(MODEL_FILE))' > $@.new
 	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
 
+NO_PYTHON := no Python environment for NexOS (.venv/bin/python); set it up first: bash scripts/setup.sh
+
 $(DEFAULT_MODEL):
+	@test -n "$(PYTHON)" || { echo "make: $(NO_PYTHON)" >&2; exit 1; }
+	@PYTHONPATH=harness $(PYTHON) -c 'import nexos.model' 2>/dev/null || \
+		{ echo "make: $(PYTHON) cannot import the nexos harness; run: bash scripts/setup.sh" >&2; exit 1; }
 	@mkdir -p $(@D)
 	PYTHONPATH=harness $(PYTHON) -m nexos.model synth --preset smollm-135m --seed 0 \
 		--weight-type int8 --out $@.$$$$ && mv $@.$$$$ $@

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,10 +40,16 @@ class BuildResult:
 def make_command(repo: Path, config: BuildConfig, llm: bool = False,
                  extra: tuple[str, ...] = ()) -> list[str]:
     """The make invocation for one configuration (default target, plus `llm` if asked)."""
-    cmd = ["make", "-C", str(repo), *config.make_vars(), *extra]
+    cmd = [*make_base(repo), *config.make_vars(), *extra]
     if llm:
         cmd.append("llm")
     return cmd
+
+
+def make_base(repo: Path) -> list[str]:
+    """make in the checkout, with this interpreter as the Makefile's PYTHON: the one that runs
+    the harness has the packages that the model rules need (the system python3 may not)."""
+    return ["make", "-C", str(repo), f"PYTHON={sys.executable}"]
 
 
 def error_excerpt(output: str, context: int = 2, limit: int = 40) -> str:
@@ -102,7 +109,7 @@ def prebuild_shared(repo: Path, llm: bool) -> BuildResult | None:
     if m is None or (repo / m[1]).is_file():
         return None
     t0 = time.monotonic()
-    proc = subprocess.run(["make", "-C", str(repo), m[1]], stdin=subprocess.DEVNULL,
+    proc = subprocess.run([*make_base(repo), m[1]], stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           errors="replace")
     ok = proc.returncode == 0
