@@ -5,8 +5,8 @@ checkpoint) and runs `smolprobe --bench` (docs/smolprobe.md, "--bench"): in one 
 times a tight hand-unrolled int8 x int8 -> int32 loop over a hot buffer (the better of a
 plain byte loop and smolprobe's packed two-MACs-per-multiply step: the peak) and smolprobe's
 own int8 matvec over real weights (w_gate of layer 0 and the 49152 x 576 classifier),
-alternating, best of three each. Prints both rates and their ratio next to issue 4's
-target (matvec >= 70% of peak). Measures only; never asserts.
+alternating, best of three each. Prints both rates and their ratio next to the target
+in docs/benchmarks.md (matvec >= 70% of peak). Measures only; never asserts.
 """
 
 from __future__ import annotations

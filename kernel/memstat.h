@@ -4,10 +4,13 @@
 // starts at 0) and are not reset by exec.
 struct memstat {
   uint64 vpages;       // this process's size (sz) in pages, rounded up
-  uint64 mapped_pages; // valid user leaf PTEs in this process's page table (incl. text, stack, guard excluded)
+  uint64 mapped_pages; // valid leaf PTEs with PTE_U in this process's page table: text, data,
+                       // the stack and the heap pages mapped so far (the stack guard page has
+                       // no PTE_U and is not counted; nor are the trampoline and trapframe)
   uint64 pt_pages;     // page-table pages of this process (root included)
   uint64 shared_pages; // this process's mapped pages whose physical page has refcount > 1
-  uint64 free_pages;   // pages on the physical allocator's free list (whole system)
+  uint64 free_pages;   // pages kalloc() can still hand out (whole system): its free list plus
+                       // the pages it has never handed out yet
   uint64 total_pages;  // pages the physical allocator manages (whole system)
   uint64 lazy_faults;  // this process: faults that mapped a zeroed heap page (LAZY_ALLOC=1)
   uint64 cow_faults;   // this process: writes (store fault or copyout) that hit a COW page

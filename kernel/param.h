@@ -14,7 +14,10 @@
 #define MAXPATH      128  // longest path name
 #define USERSTACK    1    // user stack pages (below them: one guard page)
 
-// Build-time configuration (the Makefile passes -D flags; these are the defaults).
+// Build-time configuration. The Makefile always passes all three as -D flags (its defaults
+// are LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE=512); the values below only serve a compiler run
+// outside the Makefile, and are the eager policies: 0 maps every sbrk page at once, 0 copies
+// every page at fork.
 #ifndef LAZY_ALLOC
 #define LAZY_ALLOC 0      // 1: sbrk grows sz only; pages are mapped on first touch
 #endif

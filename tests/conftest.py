@@ -25,6 +25,18 @@ def repo() -> Path:
     return REPO
 
 
+# Fixtures that build a kernel: a test that uses one (directly or through another fixture)
+# boots QEMU, so it carries the `qemu` marker without having to say so, and
+# `pytest -m "not qemu"` leaves it out (docs/testing.md).
+KERNEL_FIXTURES = {"build_kernel", "kernel11"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if KERNEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.qemu)
+
+
 def locked_build(config: BuildConfig, llm: bool) -> BuildResult:
     """make for one configuration under an exclusive lock on build/.lock-<cfg>, so that two
     pytest-xdist workers (or two test runs) never run make in the same folder at once; the

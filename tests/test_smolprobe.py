@@ -1,6 +1,6 @@
 """smolprobe inside NexOS (QEMU): KV page accounting, numerics, importer round trip, errors.
 
-Every expected number is computed here: page counts from the KV layout of DESIGN.md §5
+Every expected number is computed here: page counts from the KV layout of docs/smolprobe.md
 (nexos.kvcache plus `distinct_kv_pages` below), tokens and logits from the numpy reference
 (nexos.model), whose arithmetic mirrors smolprobe's C operation for operation
 (docs/checkpoint.md "Float arithmetic, exactly"). The only literals are the issue's own
@@ -61,7 +61,7 @@ def distinct_kv_pages(shape: KvShape, rows: int) -> int:
 
 
 def check_accounting(res: SmolprobeResult, shape: KvShape, rows: int, lazy: bool) -> None:
-    """The page numbers of one run against the formulas of DESIGN.md §5."""
+    """The page numbers of one run against the formulas of docs/smolprobe.md."""
     mx = max_kv_pages(shape)
     assert res.kv_capacity is not None and res.summary is not None
     assert res.reserve is not None and res.decode is not None

@@ -49,7 +49,7 @@ static __attribute__((unused)) inline uint64 tl_sp(void)
   return x;
 }
 
-// The stack guard page: the page right under the USERSTACK stack pages (DESIGN §4,
+// The stack guard page: the page right under the USERSTACK stack pages (docs/memory.md,
 // memlayout.h). tl_init() must have recorded the stack top.
 static __attribute__((unused)) uint64 guard_page(void)
 {

@@ -1,4 +1,4 @@
-"""Expected KV-cache page counts (DESIGN.md §5), computed from the model shape.
+"""Expected KV-cache page counts (docs/smolprobe.md), computed from the model shape.
 
 The KV cache is one page-aligned sbrk reservation laid out as key[layer][seq][kv_dim] then
 value[layer][seq][kv_dim], float32. That is 2*n_layers regions of seq_len*kv_dim*4 bytes each;

@@ -207,11 +207,6 @@ class QemuSession:
     def alive(self) -> bool:
         return self._child is not None and self._child.isalive() and not self._killed
 
-    @property
-    def transcript_text(self) -> str:
-        """Everything the console printed so far (carriage returns removed)."""
-        return self._buf
-
     def command_line(self) -> list[str]:
         """The full QEMU command (after the `timeout` wrapper)."""
         drive = f"file={self.image},if=none,format=raw,id=x0"
