@@ -82,8 +82,9 @@ def synth_cmd(preset: str, seed: int, weight_type: str, layers: int | None,
 @model.command("import")
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
               help="Hugging Face config.json.")
-@click.option("--weights", required=True, type=click.Path(dir_okay=False),
-              help="model.safetensors (F32, F16 or BF16).")
+@click.option("--weights", required=True, type=click.Path(),
+              help="model.safetensors, model.safetensors.index.json (sharded) or a folder "
+                   "holding either; F32, F16 or BF16 tensors.")
 @click.option("--weight-type", type=click.Choice(list(WEIGHT_TYPES)), default="int8",
               show_default=True)
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file.")

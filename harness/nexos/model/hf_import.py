@@ -1,21 +1,22 @@
-"""Import a Hugging Face Llama/SmolLM model (``config.json`` + ``model.safetensors``).
+"""Import a Hugging Face Llama/SmolLM model (``config.json`` + safetensors weights).
 
-The safetensors file is read directly with numpy (8-byte little-endian header length, a
-JSON header, then raw little-endian data), which also handles BF16: numpy has no bfloat16,
-so BF16 values are widened by shifting their 16 bits into the top of a float32.
+The weights are one ``model.safetensors`` or the shards that ``model.safetensors.index.json``
+lists, read with the ``safetensors`` package (F32, F16 and BF16 tensors; BF16 through its
+raw-bytes API, see ``Shard._bf16_bytes`` and docs/model-tools.md).
 Hugging Face Llama weights already use the half-rotation RoPE layout: no permutation.
 """
 
 from __future__ import annotations
 
 import json
-import struct
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors import SafetensorError, deserialize, safe_open
 
 from nexos.model.format import (
     CheckpointError,
@@ -26,7 +27,9 @@ from nexos.model.format import (
 )
 from nexos.model.synth import WEIGHT_TYPES
 
-_DTYPES = {"F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("<u2", 2)}
+FLOAT_DTYPES = ("F32", "F16", "BF16")
+SINGLE_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
 
 # checkpoint section -> Hugging Face tensor name ({i} = layer)
 HF_NAMES = {
@@ -46,55 +49,141 @@ HF_NAMES = {
 
 
 class HFImportError(CheckpointError):
-    """The Hugging Face files cannot be imported; the message says which key or tensor."""
+    """The Hugging Face files cannot be imported; the message says which file, key or tensor."""
 
 
-class SafeTensors:
-    """Read-only access to the tensors of one ``.safetensors`` file as float32."""
+def _widen_bf16(raw: bytes | bytearray, shape: tuple[int, ...]) -> np.ndarray:
+    """bfloat16 bit patterns -> float32: a bfloat16 is the top half of a float32."""
+    bits = np.frombuffer(raw, "<u2").reshape(shape)
+    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+class Shard:
+    """One ``.safetensors`` file, opened with ``safetensors.safe_open`` (which checks its
+    header and that the tensors' data offsets cover the file exactly)."""
+
+    def __init__(self, path: Path, stack: ExitStack) -> None:
+        self.path = path
+        try:
+            self._f = stack.enter_context(safe_open(str(path), framework="numpy"))
+        except SafetensorError as e:
+            raise HFImportError(f"{path}: not a valid safetensors file ({e})") from None
+        except OSError as e:
+            raise HFImportError(f"cannot read {path}: {e}") from None
+        self.names = set(self._f.keys())
+        self._bf16: dict[str, bytearray] | None = None
+
+    def get(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """Tensor ``name`` (which must be in this file) as float32; it must have ``shape``."""
+        view = self._f.get_slice(name)
+        dt, have = view.get_dtype(), tuple(view.get_shape())
+        if dt not in FLOAT_DTYPES:
+            raise HFImportError(f"{self.path}: {name}: unsupported dtype {dt} "
+                                "(F32, F16 or BF16)")
+        if have != shape:
+            raise HFImportError(f"{self.path}: {name}: shape {have}, expected {shape}")
+        if dt == "BF16":
+            return _widen_bf16(self._bf16_bytes(name), shape)
+        return self._f.get_tensor(name).astype(np.float32)
+
+    def _bf16_bytes(self, name: str) -> bytearray:
+        """The raw bytes of BF16 tensor ``name``. With framework="numpy" the package raises
+        TypeError for BF16 (numpy has no bfloat16), so the first BF16 request reads this whole
+        file with ``safetensors.deserialize``, which returns every tensor's raw bytes; each
+        is dropped once handed out, and asking again reads the file again
+        (see docs/model-tools.md)."""
+        if self._bf16 is None or name not in self._bf16:
+            try:
+                data = self.path.read_bytes()
+            except OSError as e:
+                raise HFImportError(f"cannot read {self.path}: {e.strerror}") from None
+            self._bf16 = {n: t["data"] for n, t in deserialize(data) if t["dtype"] == "BF16"}
+        return self._bf16.pop(name)
+
+
+def _read_index(path: Path) -> dict[str, str]:
+    """The ``weight_map`` of a ``model.safetensors.index.json``: tensor name -> shard file
+    name (a plain name, in the index's folder)."""
+    try:
+        index = json.loads(path.read_text())
+    except OSError as e:
+        raise HFImportError(f"cannot read {path}: {e.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise HFImportError(f"{path}: bad safetensors index (not JSON)") from None
+    wmap = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(wmap, dict):
+        raise HFImportError(f"{path}: bad safetensors index (no weight_map object)")
+    for name, shard in wmap.items():
+        if not isinstance(shard, str) or not shard or Path(shard).name != shard:
+            raise HFImportError(f"{path}: bad safetensors index (weight_map[{name!r}] = "
+                                f"{shard!r} is not a file name in the same folder)")
+    return wmap
+
+
+def resolve_weights(path: str | Path) -> Path:
+    """The file ``--weights`` names: a ``.safetensors`` file, an index ``.json``, or for a
+    folder its ``model.safetensors`` (else its ``model.safetensors.index.json``), the order
+    in which Hugging Face looks."""
+    p = Path(path)
+    if not p.exists():
+        raise HFImportError(f"{p}: no such file or folder")
+    if not p.is_dir():
+        return p
+    for name in (SINGLE_FILE, INDEX_FILE):
+        if (p / name).is_file():
+            return p / name
+    raise HFImportError(f"{p}: folder has neither {SINGLE_FILE} nor {INDEX_FILE}")
+
+
+class HFWeights:
+    """The tensors of a Hugging Face checkpoint, one file or sharded: use as a context
+    manager (it keeps every shard open). Opening checks that every shard exists and holds
+    the tensors the index lists in it, so these errors come before any output is written."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
+        self.path = resolve_weights(path)
+        self._stack = ExitStack()
         try:
-            with open(path, "rb") as f:
-                raw = f.read(8)
-                if len(raw) < 8:
-                    raise HFImportError(f"{path}: too short for a safetensors file")
-                (n,) = struct.unpack("<Q", raw)
-                header = json.loads(f.read(n).decode("utf-8"))
-        except OSError as e:
-            raise HFImportError(f"cannot read {path}: {e.strerror}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise HFImportError(f"{path}: bad safetensors header (not JSON)") from None
-        if not isinstance(header, dict):
-            raise HFImportError(f"{path}: bad safetensors header")
-        header.pop("__metadata__", None)
-        self.info: dict[str, dict[str, Any]] = header
-        self._start = 8 + n
-        self._buf = np.memmap(path, dtype=np.uint8, mode="r")
+            self._where = self._open()
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def _open(self) -> dict[str, Shard]:
+        """Tensor name -> the open file that holds it."""
+        if self.path.name.endswith(".json"):
+            return self._open_index()
+        shard = Shard(self.path, self._stack)
+        return dict.fromkeys(shard.names, shard)
+
+    def _open_index(self) -> dict[str, Shard]:
+        wmap = _read_index(self.path)
+        shards: dict[str, Shard] = {}
+        for name, file in wmap.items():
+            if file not in shards:
+                if not (self.path.parent / file).is_file():
+                    raise HFImportError(f"{self.path}: shard {file} (of tensor {name}) "
+                                        "does not exist")
+                shards[file] = Shard(self.path.parent / file, self._stack)
+            if name not in shards[file].names:
+                raise HFImportError(f"{shards[file].path}: missing tensor {name}, which "
+                                    f"{self.path.name} places in this shard")
+        return {name: shards[file] for name, file in wmap.items()}
+
+    def __enter__(self) -> HFWeights:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
 
     def __contains__(self, name: str) -> bool:
-        return name in self.info
+        return name in self._where
 
     def get(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """Tensor ``name`` as float32, which must have ``shape``."""
-        if name not in self.info:
+        if name not in self._where:
             raise HFImportError(f"{self.path}: missing tensor {name}")
-        meta = self.info[name]
-        dt = meta.get("dtype")
-        if dt not in _DTYPES:
-            raise HFImportError(f"{name}: unsupported dtype {dt} (F32, F16 or BF16)")
-        if tuple(meta.get("shape", ())) != shape:
-            raise HFImportError(f"{name}: shape {tuple(meta.get('shape', ()))}, expected {shape}")
-        np_dt, size = _DTYPES[dt]
-        begin, end = meta["data_offsets"]
-        count = int(np.prod(shape))
-        if end - begin != count * size or self._start + end > self._buf.size:
-            raise HFImportError(f"{name}: data offsets {begin}..{end} do not fit its shape or "
-                                "the file (truncated?)")
-        a = np.frombuffer(self._buf, np_dt, count, self._start + begin).reshape(shape)
-        if dt == "BF16":
-            return (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
-        return a.astype(np.float32)
+        return self._where[name].get(name, shape)
 
 
 def _key(cfg: dict[str, Any], name: str, default: Any = None) -> Any:
@@ -143,9 +232,10 @@ def import_hf(config_path: str | Path, weights_path: str | Path,
               out: str | Path, weight_type: str = "int8") -> ImportResult:
     """Convert a Hugging Face Llama/SmolLM model to a NexOS checkpoint at ``out``.
 
-    ``tie_word_embeddings`` decides the classifier (absent: tied iff there is no
-    ``lm_head.weight``). Raises HFImportError (a CheckpointError) for a missing key or
-    tensor, an unsupported dtype or a shape mismatch."""
+    ``weights_path`` is a ``.safetensors`` file, a ``model.safetensors.index.json`` or a
+    folder holding either. ``tie_word_embeddings`` decides the classifier (absent: tied
+    iff there is no ``lm_head.weight``). Raises HFImportError (a CheckpointError) for a
+    missing key, tensor or shard, a bad index, an unsupported dtype or a shape mismatch."""
     t0 = time.perf_counter()
     if weight_type not in WEIGHT_TYPES:
         raise HFImportError(f"unknown weight type {weight_type!r} (int8 or f32)")
@@ -155,10 +245,16 @@ def import_hf(config_path: str | Path, weights_path: str | Path,
         raise HFImportError(f"cannot read {config_path}: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise HFImportError(f"{config_path}: not valid JSON ({e.msg})") from None
-    st = SafeTensors(weights_path)
-    tied = hf.get("tie_word_embeddings")
-    tied = (HF_NAMES["classifier"] not in st) if tied is None else bool(tied)
-    cfg = config_from_hf(hf, weight_type, tied)
+    with HFWeights(weights_path) as st:
+        tied = hf.get("tie_word_embeddings")
+        tied = (HF_NAMES["classifier"] not in st) if tied is None else bool(tied)
+        cfg = config_from_hf(hf, weight_type, tied)
+        _write(st, cfg, out)
+    return ImportResult(str(out), cfg, checkpoint_size(cfg), time.perf_counter() - t0)
+
+
+def _write(st: HFWeights, cfg: ModelConfig, out: str | Path) -> None:
+    """Stream every section of the checkpoint from ``st`` to ``out`` (nothing left on error)."""
     w = CheckpointWriter(out, cfg)
     try:
         for sec in layout(cfg):
@@ -173,4 +269,3 @@ def import_hf(config_path: str | Path, weights_path: str | Path,
     except BaseException:
         w.abort()
         raise
-    return ImportResult(str(out), cfg, checkpoint_size(cfg), time.perf_counter() - t0)
