@@ -25,7 +25,10 @@
 #define PLIC_SPRIORITY(hart) (PLIC + 0x201000 + (hart)*0x2000)
 #define PLIC_SCLAIM(hart)    (PLIC + 0x201004 + (hart)*0x2000)
 
-// The kernel maps RAM one-to-one from KERNBASE to PHYSTOP.
+// The kernel maps RAM one-to-one from KERNBASE to PHYSTOP. The Makefile passes
+// -DMEMSIZE_MB=$(MEMSIZE) to the kernel and to user programs (built-in and EXTRA_UPROGS)
+// alike, so a user program sizing a test from PHYSTOP - KERNBASE sees the configured RAM
+// (docs/userland.md); kernel/param.h's default applies only to compiles outside the Makefile.
 #define KERNBASE 0x80000000L
 #define PHYSTOP  (KERNBASE + (uint64)MEMSIZE_MB*1024*1024)
 

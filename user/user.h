@@ -28,6 +28,14 @@ int sleep(int);
 int uptime(void);
 int memstat(struct memstat*);   // fill a snapshot (kernel/memstat.h); 0 or -1
 
+// Names that newer stock xv6-riscv uses for the calls above, so that a
+// course's programs written against it compile as EXTRA_UPROGS too (docs/userland.md).
+#define SBRK_ERROR ((char *)-1)   // what sbrk returns when it fails
+// pause(n): sleep(n) under its newer name; 0, or -1 if the caller is killed meanwhile.
+static inline int pause(int n) { return sleep(n); }
+// sbrklazy(n): sbrk(n); whether the new pages are mapped lazily is the kernel's LAZY_ALLOC.
+static inline char *sbrklazy(int n) { return sbrk(n); }
+
 // ulib.c
 int stat(const char*, struct stat*);
 char* strcpy(char*, const char*);

@@ -54,3 +54,6 @@
 #define sinf host_sinf
 #define cosf host_cosf
 #define powf host_powf
+// user.h's static inline aliases (newer xv6 names); renamed so they never meet unistd.h's.
+#define pause host_pause
+#define sbrklazy host_sbrklazy
