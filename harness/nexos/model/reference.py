@@ -6,7 +6,11 @@ agree bit for bit: every sum that C takes left to right is a float32 ``cumsum`` 
 BLAS, ``dot`` or ``einsum``, which sum in other orders), and ``exp``/``sin``/``cos``/``pow``
 are computed in float64 and rounded once to float32 (numpy's float32 versions are not
 correctly rounded; smolprobe's ``umath.c`` is). With an int8 checkpoint the matrix products
-quantize their input vector exactly as the C code does (quant.matvec_int8).
+quantize their input vector exactly as the C code does (quant.matvec_int8). Q8_0/Q4_1
+blocks (version 2 checkpoints, qblocks.py) run in one of two arithmetics, ``arith``:
+``"int"`` (default) the integer matvec of docs/checkpoint.md "Quantized matvec in
+integers", which smolprobe's C code is to match bit for bit; ``"float"`` the float32
+matvec above over the dequantised weights (the accuracy yardstick).
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from nexos.model.format import Block, Checkpoint, QuantBlock, block_row, load_checkpoint
+from nexos.model.qblocks import GGMLBlock, QMatrix
 from nexos.model.quant import matvec_int8
 from nexos.model.sampler import XorShift64Star, exp_f32, sample
 
 F32 = np.float32
 DEFAULT_SEQ_LEN = 256  # smolprobe's runtime_seq_len
+ARITHS = ("int", "float")  # how Q8_0/Q4_1 blocks are multiplied (module docstring)
 
 
 class RequestError(ValueError):
@@ -80,12 +86,15 @@ def matvec_f32(w: np.ndarray, x: np.ndarray) -> np.ndarray:
     return LaneMatrix(w).matvec(x)
 
 
-def matvec(w: Block | LaneMatrix, x: np.ndarray) -> np.ndarray:
-    """``w · x`` as float32: int8 blocks via the exact quantized product."""
+def matvec(w: Block | LaneMatrix | QMatrix, x: np.ndarray) -> np.ndarray:
+    """``w · x`` as float32: int8 blocks via the exact quantized product, Q8_0/Q4_1 blocks
+    via the integer matvec (qblocks.QMatrix)."""
     if isinstance(w, QuantBlock):
         return matvec_int8(w.q, w.s, x, w.group_size)
-    if isinstance(w, LaneMatrix):
+    if isinstance(w, LaneMatrix | QMatrix):
         return w.matvec(x)
+    if isinstance(w, GGMLBlock):
+        return QMatrix.prepare(w).matvec(x)
     return matvec_f32(w, x)
 
 
@@ -109,28 +118,38 @@ def softmax_rows(s: np.ndarray) -> np.ndarray:
 
 
 class Transformer:
-    """A checkpoint plus its run state: a float32 KV cache ``[layer][seq][kv_dim]``."""
+    """A checkpoint plus its run state: a float32 KV cache ``[layer][seq][kv_dim]``.
+    ``arith`` picks the arithmetic of Q8_0/Q4_1 blocks (ARITHS, module docstring)."""
 
-    def __init__(self, ckpt: Checkpoint, seq_len: int) -> None:
+    def __init__(self, ckpt: Checkpoint, seq_len: int, arith: str = "int") -> None:
+        if arith not in ARITHS:
+            raise RequestError(f"arith must be one of {', '.join(ARITHS)}, not {arith!r}")
         cfg = ckpt.config
-        self.ckpt, self.cfg, self.seq_len = ckpt, cfg, seq_len
+        self.ckpt, self.cfg, self.seq_len, self.arith = ckpt, cfg, seq_len, arith
         self.key_cache = np.zeros((cfg.n_layers, seq_len, cfg.kv_dim), dtype=F32)
         self.value_cache = np.zeros((cfg.n_layers, seq_len, cfg.kv_dim), dtype=F32)
         half = cfg.head_dim // 2
         i2 = np.arange(half, dtype=F32) * F32(2.0)
         expo = (-i2 / F32(cfg.head_dim)).astype(F32)  # C: -((float)i * 2) / (float)hd
         self._freq = f64_round(lambda e: np.power(np.float64(F32(cfg.rope_theta)), e), expo)
-        self._lanes: dict[int, LaneMatrix] = {}  # id(float32 block) -> its lane layout
+        # id(block) -> its prepared form: the lane layout of a float32 block (or of a
+        # dequantised Q8_0/Q4_1 block with arith "float"), or a QMatrix
+        self._prepared: dict[int, LaneMatrix | QMatrix] = {}
+
+    def _prepare(self, w: np.ndarray | GGMLBlock) -> LaneMatrix | QMatrix:
+        if isinstance(w, GGMLBlock):
+            return QMatrix.prepare(w) if self.arith == "int" else LaneMatrix(w.dequantize())
+        return LaneMatrix(w)
 
     def mv(self, w: Block, x: np.ndarray) -> np.ndarray:
-        """``w · x``; a float32 block is laid out for the 4-lane sum once, on first use
-        (the checkpoint keeps ``w`` alive, so its id stays valid)."""
+        """``w · x``; a float32 or Q8_0/Q4_1 block is prepared once, on first use (the
+        checkpoint keeps ``w`` alive, so its id stays valid)."""
         if isinstance(w, QuantBlock):
             return matvec(w, x)
-        lanes = self._lanes.get(id(w))
-        if lanes is None:
-            lanes = self._lanes[id(w)] = LaneMatrix(w)
-        return lanes.matvec(x)
+        prep = self._prepared.get(id(w))
+        if prep is None:
+            prep = self._prepared[id(w)] = self._prepare(w)
+        return prep.matvec(x)
 
     def rope(self, v: np.ndarray, n_heads: int, pos: int) -> np.ndarray:
         """Half-rotation RoPE of each head of ``v`` [n_heads*head_dim] at ``pos``."""
@@ -233,21 +252,22 @@ def check_request(ckpt: Checkpoint, prompt: list[int], gen_len: int, seq_len: in
 
 def generate(model: str | Path | Checkpoint, prompt_tokens: list[int], gen_len: int,
              seq_len: int | None = None, temperature: float = 0.0,
-             seed: int = 0) -> GenerationResult:
+             seed: int = 0, arith: str = "int") -> GenerationResult:
     """Run ``prompt_tokens`` through the model, then generate ``gen_len`` tokens.
 
     ``seq_len`` (the KV cache rows) defaults to ``min(256, max_seq_len)``, smolprobe's default.
     docs/checkpoint.md "Generation": prompt token ``i`` is fed at position ``i``; the logits
     after a token give the next one; every one of the ``P+G`` tokens is fed (the last
     generated one too), so ``P+G`` KV rows are written, and ``final_logits`` are the logits
-    of that last forward (position ``P+G-1``)."""
+    of that last forward (position ``P+G-1``). ``arith`` is the arithmetic of Q8_0/Q4_1
+    blocks (ARITHS; int8 and float32 blocks have one arithmetic each)."""
     ckpt = model if isinstance(model, Checkpoint) else load_checkpoint(model)
     prompt = [int(t) for t in prompt_tokens]
     if seq_len is None:
         seq_len = min(DEFAULT_SEQ_LEN, ckpt.config.max_seq_len)
     check_request(ckpt, prompt, gen_len, seq_len)
     t0 = time.perf_counter()
-    tf, rng = Transformer(ckpt, seq_len), XorShift64Star(seed)
+    tf, rng = Transformer(ckpt, seq_len, arith), XorShift64Star(seed)
     for pos, tok in enumerate(prompt[:-1]):
         tf.forward(tok, pos, want_logits=False)
     out: list[int] = []
