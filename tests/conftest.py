@@ -94,17 +94,14 @@ def kernel11(build_kernel) -> tuple[BuildConfig, Path]:
     return cfg, build_kernel(cfg)
 
 
+# The fake QEMU's smolprobe run prints the checked-in guest transcript of the seed command
+# on the lazy kernel (tests/transcripts/README.md), without its `# ` header line.
+SEED_TRANSCRIPT = REPO / "tests" / "transcripts" / "guest-seed-lazy1-cow0.txt"
+
 FAKE_QEMU = r'''
 import sys, time
-SEED_LAZY = """[smolprobe] loading LLM assets...
-[smolprobe] request prompt_tokens=3 gen_tokens=10
-[smolprobe] kv_capacity max_pages=2880 active_pages_est=180
-[smolprobe] running decode...
-[smolprobe] SUMMARY max_kv_pages=2880 actual_mapped_pages=179 saved_pages=2701 saved_percent=93%
-[smolprobe] reserve_phase virtual_pages=2880 mapped_pages=0 used_pages=0
-[smolprobe] decode_phase mapped_pages=179 used_pages=185 active_pages_est=180
-[smolprobe] verdict=LAZY_STYLE reserve kept KV pages unmapped; decode allocated on demand
-"""
+with open(@SEED_TRANSCRIPT@) as f:
+    SEED_LAZY = f.read().split("\n", 1)[1]
 args = sys.argv[1:]
 mem = args[args.index("-m") + 1].rstrip("M")
 cpus = args[args.index("-smp") + 1]
@@ -145,7 +142,7 @@ for line in sys.stdin:
     elif cmd:
         say("exec %s failed\n" % cmd.split()[0])
     say("$ ")
-'''
+'''.replace("@SEED_TRANSCRIPT@", repr(str(SEED_TRANSCRIPT)))
 
 
 @pytest.fixture

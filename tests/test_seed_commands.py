@@ -41,11 +41,11 @@ def test_make_qemu_llm_then_smolprobe(build_kernel, repo):
             child.expect(r"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=512M")
             child.expect(r"\$ ")
             child.sendline("smolprobe --prompt-tokens 1,2,3 --gen-len 10")
-            child.expect(r"\[smolprobe\] verdict=[^\r\n]+\r\n")
+            child.expect(r"\[smolprobe\] timing [^\r\n]+\r\n")
             res = parse_smolprobe(child.before + child.after)
             child.expect(r"\$ ")
             child.sendline("smol_probe --prompt-tokens 1,2,3 --gen-len 10")
-            child.expect(r"\[smolprobe\] verdict=[^\r\n]+\r\n")
+            child.expect(r"\[smolprobe\] timing [^\r\n]+\r\n")
             alias = parse_smolprobe(child.before + child.after)
         finally:
             quit_make_qemu(child)

@@ -8,6 +8,7 @@ counts resident arena pages (mincore), so the page accounting behaves like LAZY_
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 from nexos.model import Transformer, generate, load_checkpoint
+from nexos.model.format import layout, read_header
 from nexos.model.synth import synthesize
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,11 +121,37 @@ def test_final_logits_match_reference(host_bin, ckpts, name):
     assert np.abs(logits - ref).max() < 1e-3
 
 
+@pytest.mark.parametrize("bad", ["inf", "nan"])
+def test_nonfinite_logits_print_as_such(host_bin, ckpts, tmp_path, bad):
+    """A non-finite logit prints as nan, inf or -inf (docs/smolprobe.md, "Output"), never as
+    a number: a final-norm weight of inf makes the logits infinities of both signs, a nan
+    one makes them nan, in smolprobe as in the reference."""
+    data = bytearray(ckpts["tiny-f32"].read_bytes())
+    norm = next(sec for sec in layout(read_header(ckpts["tiny-f32"])) if sec.name == "rms_final")
+    struct.pack_into("<f", data, norm.offset, float(bad))
+    model = tmp_path / f"rms-final-{bad}.bin"
+    model.write_bytes(bytes(data))
+    prompt = [4, 9, 2]
+    run = smolprobe(host_bin, *request(model, prompt, 0, "--print-logits"))
+    assert run.code == 0, run.stderr
+    printed = run.field("[smolprobe] logits=").split(",")
+    ck = load_checkpoint(model)
+    tf = Transformer(ck, min(256, ck.config.max_seq_len))
+    with np.errstate(all="ignore"):
+        for pos, tok in enumerate(prompt):
+            ref = tf.forward(tok, pos)
+    assert len(printed) == len(ref) and not np.isfinite(ref).any()
+    want = ["nan" if np.isnan(v) else "inf" if v > 0 else "-inf" for v in ref]
+    assert printed == want
+    if bad == "inf":
+        assert {"inf", "-inf"} <= set(printed)
+
+
 def expected_pages(n_layers: int, kv_dim: int, seq_len: int, rows: int) -> tuple[int, int, int]:
     """(max_kv_pages, active_pages_est, distinct pages written) from the geometry.
 
     active_pages_est sums, per (layer, K/V) region, the pages its rows [0, rows) span
-    (DESIGN.md section 5); regions smaller than a page share pages, which the estimate
+    (docs/smolprobe.md, "What it does"); regions smaller than a page share pages, which the estimate
     counts once per region and the kernel maps once."""
     region = seq_len * kv_dim * 4
     total = 2 * n_layers * region
@@ -270,6 +298,12 @@ def test_samples_killed_branch_is_reported(host_bin, ckpts, victim):
                                seed=seed + i).tokens, i
     assert run.kv("[smolprobe] PARALLEL_SUMMARY ")["branches"] == str(n - 1)
     assert run.kv("[smolprobe] fork_phase ")["branches"] == str(n)
+    # the killed branch's line stands in its place, right after fork_phase with the others
+    ordered = [ln for ln in run.lines if ln.startswith("[smolprobe] branch ")]
+    assert [int(ln.split()[2]) for ln in ordered] == list(range(n))
+    first = run.lines.index(ordered[0])
+    assert run.lines[first - 1].startswith("[smolprobe] fork_phase ")
+    assert run.lines[first:first + n] == ordered
 
 
 def test_samples_limit_is_six(host_bin, ckpts):

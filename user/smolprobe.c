@@ -5,7 +5,7 @@
 // model needs except the KV cache, snapshots memstat(), reserves the whole KV cache for
 // seq_len positions with one sbrk() (never memset), snapshots again, feeds the prompt and
 // generates, snapshots a third time, and prints how many KV pages the kernel mapped in each
-// phase against the reservation (DESIGN.md section 5).
+// phase against the reservation (docs/smolprobe.md, "Output").
 //
 // The file reads top to bottom: the model (config, weights, loader), the neural-net
 // blocks, forward(), the sampler, the KV reservation and page accounting, the generation
@@ -109,7 +109,6 @@ struct model {
   struct config c;
   struct weights w;
   uchar *file;       // the whole checkpoint
-  uint64 file_size;
 };
 
 // Print "[smolprobe] error: <a><b>" and exit with status 1.
@@ -317,7 +316,6 @@ load_model(const char *path, struct model *mo)
             st.size, want, st.size < want ? "truncated" : "has extra bytes");
     exit(1);
   }
-  mo->file_size = want;
   mo->file = xmalloc(want, "the model");
   memcpy(mo->file, header, HEADER_SIZE);
   for(uint64 off = HEADER_SIZE; off < want; ){
@@ -918,8 +916,8 @@ run(const struct model *mo, struct state *s, struct sampler *sp, struct options 
   }
 }
 
-// Write a line "<prefix>v,v,...\n" of n ints or floats (%.6f) in 4 KiB writes (one printf
-// per value would be one write per value).
+// Write a line "<prefix>v,v,...\n" of n ints or floats (%.6f; nan, inf, -inf as such) in
+// 4 KiB writes (one printf per value would be one write per value).
 static void
 print_list(const char *prefix, const int *iv, const float *fv, int n)
 {
@@ -931,19 +929,21 @@ print_list(const char *prefix, const int *iv, const float *fv, int n)
     int k = 0, neg;
     uint64 ip, frac = 0;
     int fdigits = 0;
+    const char *word = 0;                        // a non-finite float, spelt out
     if(iv){
       neg = iv[i] < 0;
       ip = neg ? -(long)iv[i] : iv[i];
     } else {
       double v = fv[i];
-      if(v != v){
-        v = 0.0;                                 // NaN cannot occur; print it as 0
-      }
+      if(v != v)
+        word = "nan";
+      else if(v > 3.5e38 || v < -3.5e38)         // beyond FLT_MAX: an infinity
+        word = v > 0 ? "inf" : "-inf";
       neg = v < 0;
       if(neg)
         v = -v;
-      if(v > 1e12)
-        v = 1e12;
+      if(word || v > 1e12)
+        v = word ? 0.0 : 1e12;
       uint64 micro = (uint64)(v * 1e6 + 0.5);
       ip = micro / 1000000;
       frac = micro % 1000000;
@@ -952,16 +952,22 @@ print_list(const char *prefix, const int *iv, const float *fv, int n)
     }
     if(i > 0)
       tmp[k++] = ',';
-    if(neg)
-      tmp[k++] = '-';
-    char digits[24];
-    int nd = 0;
-    do {
-      digits[nd++] = '0' + ip % 10;
-      ip /= 10;
-    } while(ip);
-    while(nd)
-      tmp[k++] = digits[--nd];
+    if(word){
+      for(; *word; word++)
+        tmp[k++] = *word;
+      fdigits = 0;
+    } else {
+      if(neg)
+        tmp[k++] = '-';
+      char digits[24];
+      int nd = 0;
+      do {
+        digits[nd++] = '0' + ip % 10;
+        ip /= 10;
+      } while(ip);
+      while(nd)
+        tmp[k++] = digits[--nd];
+    }
     if(fdigits){
       tmp[k++] = '.';
       for(int j = 5; j >= 0; j--){
@@ -984,10 +990,11 @@ print_list(const char *prefix, const int *iv, const float *fv, int n)
 
 // ============================================================================ parallel sampling
 
-// smolprobe --samples N (issue 6; docs/smolprobe.md): the parent prefills the prompt once
-// (K/V rows 0..P-1 and the logits of position P-1), then fork()s N branches that inherit
-// that KV cache. The branches run one at a time, in the order the parent releases them
-// (branch i reads byte i from the "go" pipe), which makes every counter reproducible:
+// smolprobe --samples N (docs/smolprobe.md, "Parallel sampling"): the parent prefills the
+// prompt once (K/V rows 0..P-1 and the logits of position P-1), then fork()s N branches
+// that inherit that KV cache. The branches run one at a time, in the order the parent
+// releases them (branch i reads byte i from the "go" pipe), which makes every counter
+// reproducible:
 // branch i pre-touches the non-KV pages it will write (so that their copies happen first
 // and are counted apart), samples its first token from the inherited logits with its own
 // sampler (seed + i), feeds positions P..P+G-1 (rows written into the inherited
@@ -995,7 +1002,7 @@ print_list(const char *prefix, const int *iv, const float *fv, int n)
 // until the parent closes the "exit" pipe, so that all branches are alive when the parent
 // counts the pages they hold together. Right after the forks the parent gives its own KV
 // reservation back (it writes no more rows): the branches are then the only owners of the
-// prompt's KV pages, so, as in the seed's section 4.4, every branch but the last copies the
+// prompt's KV pages, so, as docs/smolprobe.md describes, every branch but the last copies the
 // half-filled prompt page it writes into, and the last one, its only owner, reuses it.
 
 // Each branch reports on a pipe of its own, so that the parent sees end-of-file when a
@@ -1148,6 +1155,10 @@ struct parallel {
   struct branch_report *rep;  // [samples]
   int *tokens;                // [samples][gen_len]
   int ok[MAX_SAMPLES];        // 1: branch i reported
+  int killed[MAX_SAMPLES];    // 1: branch i died before reporting, with exit status status[i]
+  int status[MAX_SAMPLES];
+  int unstarted;              // the branch that could not be started (not expected), or -1
+  const char *fork_failed;    // why the fork after the last forked branch failed, or 0
 };
 
 static void
@@ -1159,19 +1170,20 @@ parallel_alloc(const struct options *o, struct parallel *pa)
   pa->tokens = xmalloc(tb, "branch tokens");
   memset(pa->rep, 0, rb);
   memset(pa->tokens, 0, tb);
+  pa->unstarted = -1;
 }
 
 // Fork up to o->samples branches, all waiting on ch->go, each with its report pipe;
-// returns how many forked. A failed fork (or pipe) is reported and ends the forking (the
-// kernel leaked nothing).
+// returns how many forked. A failed fork (or pipe) ends the forking (the kernel leaked
+// nothing); its reason goes to pa->fork_failed, printed after the fork_phase line.
 static int
 fork_branches(const struct model *mo, struct state *s, struct options *o, float *probs,
-              struct channels *ch, int cow)
+              struct channels *ch, int cow, struct parallel *pa)
 {
   int n = 0, up[2];
   for(; n < o->samples; n++){
     if(pipe(up) < 0){
-      printf("[smolprobe] fork of branch %d failed: no file descriptor for its pipe\n", n);
+      pa->fork_failed = "no file descriptor for its pipe";
       break;
     }
     int pid = fork();
@@ -1184,11 +1196,8 @@ fork_branches(const struct model *mo, struct state *s, struct options *o, float 
     close(up[1]);
     if(pid < 0){
       close(up[0]);
-      if(cow)
-        printf("[smolprobe] fork of branch %d failed: out of memory or processes\n", n);
-      else
-        printf("[smolprobe] fork of branch %d failed: out of memory "
-               "(COW_ALLOC=0 copies every page)\n", n);
+      pa->fork_failed = cow ? "out of memory or processes"
+                            : "out of memory (COW_ALLOC=0 copies every page)";
       break;
     }
     ch->rep[n] = up[0];
@@ -1228,8 +1237,8 @@ reap(struct channels *ch, int forked, int i)
 }
 
 // Release the forked branches one by one and collect their reports; returns how many
-// reported. A branch that dies first (end of file on its pipe) is reaped and reported
-// as killed, and the next branch goes on.
+// reported. A branch that dies first (end of file on its pipe) is reaped and marked
+// killed (parallel_report prints it in its place), and the next branch goes on.
 static int
 collect(struct parallel *pa, int forked, int gen_len, struct channels *ch)
 {
@@ -1237,7 +1246,7 @@ collect(struct parallel *pa, int forked, int gen_len, struct channels *ch)
   for(int i = 0; i < forked; i++){
     uchar b = i, k;
     if(write(ch->go[1], &b, 1) != 1 || read(ch->ack[0], &k, 1) != 1 || k >= forked){
-      printf("[smolprobe] branch %d could not be started\n", i);   // not expected
+      pa->unstarted = i;                       // not expected
       break;
     }
     if(read_all(ch->rep[k], &pa->rep[i], sizeof(pa->rep[i])) == 0 &&
@@ -1245,9 +1254,8 @@ collect(struct parallel *pa, int forked, int gen_len, struct channels *ch)
       pa->ok[i] = 1;
       done++;
     } else {
-      int st = reap(ch, forked, k);
-      printf("[smolprobe] branch %d killed before reporting (exit status %d); "
-             "its pages went back to the kernel\n", i, st);
+      pa->status[i] = reap(ch, forked, k);
+      pa->killed[i] = 1;
     }
     close(ch->rep[k]);
     ch->rep[k] = -1;
@@ -1291,7 +1299,9 @@ struct par_snaps {
   struct memstat all;       // every branch has reported and is still alive
 };
 
-// The fork_phase, branch, PARALLEL_SUMMARY, branches_phase and verdict lines.
+// The reserve_phase, prefill_phase, fork_phase, branch (reported, killed or not started),
+// fork failure, PARALLEL_SUMMARY, branches_phase and verdict lines, in this order
+// (docs/smolprobe.md, "Output").
 static void
 parallel_report(const struct config *c, const struct options *o, const struct kv_plan *kp,
                 const struct parallel *pa, int forked, int done, const struct par_snaps *ps,
@@ -1312,6 +1322,11 @@ parallel_report(const struct config *c, const struct options *o, const struct kv
          (long)ps->pre.mapped_pages, released);
   for(int i = 0; i < forked; i++){
     const struct branch_report *r = &pa->rep[i];
+    if(pa->killed[i])
+      printf("[smolprobe] branch %d killed before reporting (exit status %d); "
+             "its pages went back to the kernel\n", i, pa->status[i]);
+    else if(i == pa->unstarted)
+      printf("[smolprobe] branch %d could not be started\n", i);
     if(!pa->ok[i])
       continue;
     print_branch(r, pa->tokens + i * o->gen_len, o->gen_len);
@@ -1319,6 +1334,8 @@ parallel_report(const struct config *c, const struct options *o, const struct kv
     fresh += r->new_kv_pages;
     fork_copied += eager ? r->fork_pages : 0;
   }
+  if(pa->fork_failed)
+    printf("[smolprobe] fork of branch %d failed: %s\n", forked, pa->fork_failed);
   long eager_pages = (long)ps->pre.mapped_pages * done;
   long actual = copies + parent + fork_copied, saved = eager_pages - actual;
   printf("[smolprobe] PARALLEL_SUMMARY branches=%d eager_copy_pages=%ld actual_copied_pages=%ld "
@@ -1349,7 +1366,7 @@ parallel_run(const struct model *mo, struct state *s, struct options *o, float *
   if(pipe(ch.go) < 0 || pipe(ch.ack) < 0 || pipe(ch.ex) < 0)
     die("pipe failed (too many open files?)", "");
   memstat(&ps->pre);
-  int forked = fork_branches(mo, s, o, probs, &ch, ps->pre.cow_alloc);
+  int forked = fork_branches(mo, s, o, probs, &ch, ps->pre.cow_alloc, pa);
   memstat(&ps->atfork);
   close(ch.go[0]);
   close(ch.ack[1]);
@@ -1368,9 +1385,9 @@ parallel_run(const struct model *mo, struct state *s, struct options *o, float *
 
 // ============================================================================ --bench
 
-// smolprobe --bench (issue 4's target: the int8 matvec reaches >= 70% of the guest's peak
-// int8 multiply-add rate). Two figures from the same run, measured in alternation, best of
-// BENCH_ROUNDS each, so that a busy host slows both alike:
+// smolprobe --bench (docs/smolprobe.md, "--bench"; the target: the int8 matvec reaches
+// >= 70% of the guest's peak int8 multiply-add rate). Two figures from the same run,
+// measured in alternation, best of BENCH_ROUNDS each, so that a busy host slows both alike:
 //  - peak: the faster of two tight hand-unrolled int8 x int8 -> int32 loops over a hot
 //    2 KiB buffer (4 rows of 512 weights, one input), with no scales, no float work and
 //    no row bookkeeping: the plain one (two byte loads, a multiply and an add per MAC,
@@ -1761,7 +1778,7 @@ parallel_main(const struct model *mo, struct state *s, struct options *o, float 
   printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu\n",
          (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10);
   if(done == 0)
-    die("no branch could run (see the fork message above)", "");
+    die("no branch could run (see the branch and fork lines above)", "");
   if(o->bench)
     run_bench(mo, s);
   exit(0);

@@ -1,8 +1,12 @@
 """Parsers for NexOS console output: boot line, smolprobe lines, test-program verdicts.
 
 Every parser returns typed records. Malformed or missing lines raise ParseError, which carries
-the offending text so a report can show the evidence. smolprobe lines are parsed generically
-(`key=value` pairs), so a new key never breaks the parser; known keys become typed fields.
+the offending text so a report can show the evidence. smolprobe's output is held to the schema
+of docs/smolprobe.md ("Output"): a line of an unknown kind, with other keys, out of its run
+mode's order, or a missing required line is a ParseError naming it.
+
+This module imports nothing else from the harness: it is the records and parser of the
+programs' output, which the other modules share.
 """
 
 from __future__ import annotations
@@ -18,9 +22,6 @@ BOOT_RE = re.compile(
 PANIC_RE = re.compile(r"^panic: .*$", re.M)
 USERTRAP_RE = re.compile(r"^usertrap: .*$", re.M)
 VERDICT_RE = re.compile(r"^(ALL TESTS PASSED|SOME TESTS FAILED)\s*$", re.M)
-KV_RE = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<val>\S*)")
-
-Value = int | float | str | tuple[int, ...]
 
 
 class ParseError(ValueError):
@@ -96,25 +97,108 @@ def parse_test_verdict(text: str) -> TestVerdict:
     return TestVerdict(last == "ALL TESTS PASSED", last, traps, None)
 
 
-# --------------------------------------------------------------------------- smolprobe records
+# --------------------------------------------------------------------------- smolprobe lines
+#
+# The output schema is docs/smolprobe.md, "Output": every line kind, its keys in order and
+# their types, and for each run mode the lines it prints, in order. This section is that
+# schema as data (LINE_KEYS, MODE_LINES) plus the code that holds a run to it.
+
+Value = int | float | str | tuple[int, ...] | tuple[float, ...]
+
+# Value types of the schema: int, int with a `%`, decimal, word, and comma lists.
+INT, PERCENT, DECIMAL, WORD, INTS, FLOATS = "int", "percent", "decimal", "word", "ints", "floats"
+
+LINE_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
+    "request": (("prompt_tokens", INT), ("gen_tokens", INT)),
+    "kv_capacity": (("max_pages", INT), ("active_pages_est", INT)),
+    "parallel_request": (("samples", INT), ("temperature", DECIMAL), ("seed", INT)),
+    "trace": (("step", INT), ("pos", INT), ("kv_mapped_pages", INT)),
+    "SUMMARY": (("max_kv_pages", INT), ("actual_mapped_pages", INT), ("saved_pages", INT),
+                ("saved_percent", PERCENT)),
+    "reserve_phase": (("virtual_pages", INT), ("mapped_pages", INT), ("used_pages", INT)),
+    "prefill_phase": (("positions", INT), ("mapped_pages", INT), ("used_pages", INT)),
+    "decode_phase": (("mapped_pages", INT), ("used_pages", INT), ("active_pages_est", INT)),
+    "verdict": (("verdict", WORD),),
+    "timing": (("load_ms", INT), ("decode_ms", INT), ("tokens_per_s", DECIMAL)),
+    "tokens": (("tokens", INTS),),
+    "logits": (("logits", FLOATS),),
+    "fork_phase": (("branches", INT), ("shared_pages_at_fork", INT), ("prefix_kv_pages", INT),
+                   ("requested", INT), ("parent_mapped_pages", INT),
+                   ("parent_released_kv", INT)),
+    "branch": (("tokens", INTS), ("cow_copies", INT), ("cow_reuses", INT),
+               ("new_kv_pages", INT), ("state_pages", INT), ("state_copies", INT),
+               ("state_reuses", INT), ("kv_copies", INT), ("kv_reuses", INT),
+               ("fork_pages", INT), ("decode_ms", INT)),
+    "PARALLEL_SUMMARY": (("branches", INT), ("eager_copy_pages", INT),
+                         ("actual_copied_pages", INT), ("saved_pages", INT),
+                         ("saved_percent", PERCENT)),
+    "branches_phase": (("used_pages", INT), ("private_pages", INT), ("parent_copies", INT)),
+    "bench": (("peak_int8_macs_per_s", INT), ("matvec_int8_macs_per_s", INT),
+              ("ratio", PERCENT)),
+    "bench_detail": (("peak_plain", INT), ("peak_packed", INT), ("w_gate", INT),
+                     ("classifier", INT), ("rounds", INT)),
+}
+
+# Lines of fixed text (no key=value pairs); groups become Record fields.
+FIXED_LINES: dict[str, re.Pattern[str]] = {
+    "loading": re.compile(r"loading LLM assets\.\.\."),
+    "running": re.compile(r"running decode\.\.\."),
+    "branch_killed": re.compile(r"branch (?P<index>\d+) killed before reporting "
+                                r"\(exit status (?P<exit_status>-?\d+)\); "
+                                r"its pages went back to the kernel"),
+    "branch_unstarted": re.compile(r"branch (?P<index>\d+) could not be started"),
+    "fork_failed": re.compile(r"fork of branch (?P<index>\d+) failed: (?P<reason>.+)"),
+    "error": re.compile(r"error: (?P<message>.*)"),
+}
+
+# The text after the key=value pairs, where a line kind has one.
+TRAILERS = {"parallel_request": "(branch i samples with seed+i)"}
+
+VERDICTS = ("LAZY_STYLE", "EAGER_STYLE", "MIXED")
+PARALLEL_VERDICTS = ("COW_STYLE", "EAGER_FORK_STYLE")
+FORK_FAILURE_REASONS = ("out of memory (COW_ALLOC=0 copies every page)",
+                        "out of memory or processes", "no file descriptor for its pipe")
+
+MANY = 1 << 30
+Step = tuple[tuple[str, ...], int, int]  # line kinds allowed here, least and most lines
+
+MODE_LINES: dict[str, tuple[Step, ...]] = {
+    "single": (
+        (("loading",), 1, 1), (("request",), 1, 1), (("kv_capacity",), 1, 1),
+        (("running",), 1, 1), (("trace",), 0, MANY), (("SUMMARY",), 1, 1),
+        (("reserve_phase",), 1, 1), (("decode_phase",), 1, 1), (("verdict",), 1, 1),
+        (("timing",), 1, 1), (("tokens",), 0, 1), (("logits",), 0, 1), (("bench",), 0, 1),
+        (("bench_detail",), 0, 1)),
+    "samples": (
+        (("loading",), 1, 1), (("request",), 1, 1), (("kv_capacity",), 1, 1),
+        (("parallel_request",), 1, 1), (("running",), 1, 1), (("reserve_phase",), 1, 1),
+        (("prefill_phase",), 1, 1), (("fork_phase",), 1, 1),
+        (("branch", "branch_killed"), 0, MANY), (("branch_unstarted",), 0, 1),
+        (("fork_failed",), 0, 1), (("PARALLEL_SUMMARY",), 1, 1), (("branches_phase",), 1, 1),
+        (("verdict",), 1, 1), (("timing",), 1, 1), (("bench",), 0, 1),
+        (("bench_detail",), 0, 1)),
+    "bench": ((("loading",), 1, 1), (("bench",), 1, 1), (("bench_detail",), 1, 1)),
+}
+
 
 @dataclass(frozen=True)
 class Record:
-    """One `[smolprobe] ...` line: leading words, then key=value pairs (typed values)."""
+    """One `[smolprobe] ...` line: its kind, words before the pairs (a branch's index),
+    the typed key=value fields (or a fixed line's parts), and the line without the prefix."""
 
-    kind: str                    # first word (`SUMMARY`, `trace`, `branch`, `verdict`, ...)
-    words: tuple[str, ...]       # other words without `=` (e.g. the branch index)
+    kind: str
+    words: tuple[str, ...]
     fields: dict[str, Value]
-    line: str                    # the whole line without the prefix
+    line: str
 
 
 def parse_value(raw: str) -> Value:
     """`93%` -> 93, `12` -> 12, `1,2,3` -> (1, 2, 3), `0.5` -> 0.5, else the string."""
-    s = raw.rstrip("%") if raw.endswith("%") else raw
+    s = raw[:-1] if raw.endswith("%") else raw
     if re.fullmatch(r"-?\d+", s):
         return int(s)
-    if re.fullmatch(r"-?\d+(,-?\d+)+,?", s) or (raw.endswith(",") and s[:-1].isdigit()):
-        return tuple(int(x) for x in s.split(",") if x)
+    if re.fullmatch(r"-?\d+(,-?\d+)+", s):
+        return tuple(int(x) for x in s.split(","))
     try:
         return float(s)
     except ValueError:
@@ -122,7 +206,8 @@ def parse_value(raw: str) -> Value:
 
 
 def split_records(text: str) -> list[str]:
-    """The bodies of all `[smolprobe] ` lines; a line holding two records is split in two."""
+    """The bodies of all `[smolprobe] ` lines; a line holding two records (the guest console
+    interleaves the kernel's and smolprobe's output) is split in two."""
     bodies = []
     for line in text.replace("\r", "").split("\n"):
         at = line.find(PREFIX)
@@ -133,47 +218,94 @@ def split_records(text: str) -> list[str]:
     return bodies
 
 
+INT_RE = re.compile(r"-?\d+")
+TYPED_RE = {
+    INT: INT_RE,
+    PERCENT: re.compile(r"-?\d+%"),
+    DECIMAL: re.compile(r"-?\d+(\.\d+)?"),
+    WORD: re.compile(r"[A-Z_]+"),
+    INTS: re.compile(r"(-?\d+(,-?\d+)*)?"),
+    FLOATS: re.compile(r"((-?\d+\.\d+|nan|-?inf)(,(-?\d+\.\d+|nan|-?inf))*)?"),
+}
+
+
+def _typed(kind: str, key: str, typ: str, raw: str, body: str) -> Value:
+    if not TYPED_RE[typ].fullmatch(raw):
+        raise ParseError(f"`{kind}` line: {key}={raw!r} is not {_TYPE_NAMES[typ]}",
+                         PREFIX + body)
+    if typ == INT:
+        return int(raw)
+    if typ == PERCENT:
+        return int(raw[:-1])
+    if typ == DECIMAL:
+        return float(raw)
+    if typ == INTS:
+        return tuple(int(x) for x in raw.split(",")) if raw else ()
+    if typ == FLOATS:
+        return tuple(float(x) for x in raw.split(",")) if raw else ()
+    return raw
+
+
+_TYPE_NAMES = {INT: "an integer", PERCENT: "an integer percentage", DECIMAL: "a number",
+               WORD: "a word", INTS: "a list of integers", FLOATS: "a list of numbers"}
+
+
+def line_kind(body: str) -> str:
+    """The schema's kind of one record body; ParseError for a kind the schema lacks."""
+    for kind, pat in FIXED_LINES.items():
+        if pat.fullmatch(body):
+            return kind
+    first = body.split(None, 1)[0] if body.strip() else ""
+    kind = first.split("=", 1)[0]
+    if kind in LINE_KEYS:
+        return kind
+    raise ParseError(f"unknown smolprobe line kind `{kind or body}` (docs/smolprobe.md, "
+                     "\"Output\")", PREFIX + body)
+
+
 def parse_record(body: str) -> Record:
-    """Split one record body into kind, words and typed key=value fields."""
-    if body.startswith("error:"):
-        return Record("error", (), {"message": body[len("error:"):].strip()}, body)
-    fields: dict[str, Value] = {}
-    words: list[str] = []
+    """One record body checked against its kind's keys (names, order and value types)."""
+    kind = line_kind(body)
+    if kind in FIXED_LINES:
+        m = FIXED_LINES[kind].fullmatch(body)
+        assert m is not None
+        fields: dict[str, Value] = {k: int(v) if INT_RE.fullmatch(v) else v
+                                    for k, v in m.groupdict().items()}
+        return Record(kind, (), fields, body)
     tokens = body.split()
-    kind = ""
-    for i, tok in enumerate(tokens):
-        m = KV_RE.fullmatch(tok)
-        if m:
-            if i == 0:
-                kind = m["key"]
-            fields[m["key"]] = parse_value(m["val"])
-        elif i == 0:
-            kind = tok
-        elif not fields or kind == "verdict":
-            words.append(tok)
-    return Record(kind, tuple(words), fields, body)
+    words: tuple[str, ...] = ()
+    if kind in ("verdict", "tokens", "logits"):
+        pairs, rest = tokens[:1], tokens[1:]   # verdict=X then its explanation
+        if rest and kind != "verdict":
+            raise ParseError(f"`{kind}=` line has more after its list", PREFIX + body)
+    else:
+        pairs, rest = tokens[1:], []
+        if kind == "branch":
+            if not pairs or not pairs[0].isdigit():
+                raise ParseError("`branch` line needs its index", PREFIX + body)
+            words, pairs = (pairs[0],), pairs[1:]
+        trailer = TRAILERS.get(kind)
+        if trailer:
+            if not body.endswith(" " + trailer):
+                raise ParseError(f"`{kind}` line must end with {trailer!r}", PREFIX + body)
+            pairs = pairs[:len(pairs) - len(trailer.split())]
+    schema = LINE_KEYS[kind]
+    got = [p.split("=", 1)[0] for p in pairs]
+    want = [k for k, _ in schema]
+    if got != want or any("=" not in p for p in pairs):
+        raise ParseError(f"`{kind}` line must have the keys {' '.join(want)} in this order "
+                         f"(docs/smolprobe.md, \"Output\"), has {' '.join(got) or 'none'}",
+                         PREFIX + body)
+    fields = {key: _typed(kind, key, typ, p.split("=", 1)[1], body)
+              for (key, typ), p in zip(schema, pairs, strict=True)}
+    if kind == "verdict":
+        fields["text"] = " ".join(rest)
+        if not rest:
+            raise ParseError("`verdict=` line needs its explanation", PREFIX + body)
+    return Record(kind, words, fields, body)
 
 
-def _int(rec: Record, key: str) -> int:
-    """Field `key` of `rec` as an int; ParseError naming the line when absent or not a number."""
-    v = rec.fields.get(key)
-    if not isinstance(v, int):
-        raise ParseError(f"`{rec.kind}` line needs an integer {key}=", PREFIX + rec.line)
-    return v
-
-
-def _opt_int(rec: Record, key: str) -> int | None:
-    v = rec.fields.get(key)
-    return v if isinstance(v, int) else None
-
-
-def _tokens(v: Value | None) -> tuple[int, ...]:
-    if isinstance(v, tuple):
-        return v
-    if isinstance(v, int):
-        return (v,)
-    return ()
-
+# --------------------------------------------------------------------------- typed records
 
 @dataclass(frozen=True)
 class Request:
@@ -185,6 +317,15 @@ class Request:
 class KvCapacity:
     max_pages: int
     active_pages_est: int
+
+
+@dataclass(frozen=True)
+class ParallelRequest:
+    """`parallel_request`: branch i samples with seed+i at this temperature."""
+
+    samples: int
+    temperature: float
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -206,6 +347,22 @@ class Phase:
 
 
 @dataclass(frozen=True)
+class PrefillPhase:
+    """`prefill_phase` of a --samples run: the parent fed the prompt's `positions` rows."""
+
+    positions: int
+    mapped_pages: int
+    used_pages: int
+
+
+@dataclass(frozen=True)
+class Timing:
+    load_ms: int
+    decode_ms: int
+    tokens_per_s: float
+
+
+@dataclass(frozen=True)
 class TraceStep:
     step: int
     pos: int
@@ -214,134 +371,331 @@ class TraceStep:
 
 @dataclass(frozen=True)
 class ForkPhase:
-    branches: int
-    shared_pages_at_fork: int | None
-    prefix_kv_pages: int | None
+    branches: int               # processes forked
+    shared_pages_at_fork: int
+    prefix_kv_pages: int
+    requested: int              # --samples N
+    parent_mapped_pages: int
+    parent_released_kv: int     # 1: the parent gave its KV reservation back
 
 
 @dataclass(frozen=True)
 class Branch:
-    """One `branch i ...` line of a --samples run; keys beyond the known ones are in `fields`."""
+    """One `branch i tokens=...` line: a branch that reported. `fields` holds the keys
+    beyond index, tokens and the three COW/KV counters, as printed (for JSON records)."""
 
     index: int
-    tokens: tuple[int, ...]  # token ids (or a single count) as printed
-    cow_copies: int | None
-    cow_reuses: int | None
-    new_kv_pages: int | None
+    tokens: tuple[int, ...]
+    cow_copies: int
+    cow_reuses: int
+    new_kv_pages: int
+    state_pages: int
+    state_copies: int
+    state_reuses: int
+    kv_copies: int
+    kv_reuses: int
+    fork_pages: int
+    decode_ms: int
     fields: dict[str, Value] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
+class KilledBranch:
+    """`branch i killed before reporting (exit status s); ...`: smolprobe's own line."""
+
+    index: int
+    exit_status: int
+    line: str
+
+
+@dataclass(frozen=True)
+class UnstartedBranch:
+    """`branch i could not be started` (not expected; the later branches do not run)."""
+
+    index: int
+    line: str
+
+
+@dataclass(frozen=True)
+class ForkFailure:
+    """`fork of branch k failed: <reason>`: smolprobe's own line."""
+
+    index: int
+    reason: str
+    line: str
+
+
+@dataclass(frozen=True)
 class ParallelSummary:
-    branches: int
+    branches: int               # branches that reported
     eager_copy_pages: int
     actual_copied_pages: int
     saved_pages: int
     saved_percent: int
 
 
+@dataclass(frozen=True)
+class BranchesPhase:
+    used_pages: int
+    private_pages: int
+    parent_copies: int
+
+
+@dataclass(frozen=True)
+class Bench:
+    peak_int8_macs_per_s: int
+    matvec_int8_macs_per_s: int
+    ratio: int                  # percent
+
+
+@dataclass(frozen=True)
+class BenchDetail:
+    peak_plain: int
+    peak_packed: int
+    w_gate: int
+    classifier: int
+    rounds: int
+
+
+MODES = ("single", "samples", "bench", "error")
+
+
 @dataclass
 class SmolprobeResult:
-    """Everything smolprobe printed. `error` is set (and the rest may be None) on an error run."""
+    """One smolprobe run. `mode` is single, samples, bench or error; on an error run `error`
+    holds the message and the fields of the lines printed before it are set."""
 
+    mode: str = ""
     request: Request | None = None
     kv_capacity: KvCapacity | None = None
+    parallel_request: ParallelRequest | None = None
     summary: Summary | None = None
     reserve: Phase | None = None
+    prefill: PrefillPhase | None = None
     decode: Phase | None = None
     verdict: str | None = None       # LAZY_STYLE | EAGER_STYLE | MIXED
     verdict_text: str = ""           # the explanation after the verdict
+    timing: Timing | None = None
     tokens: tuple[int, ...] | None = None
+    logits: tuple[float, ...] | None = None
     trace: list[TraceStep] = field(default_factory=list)
     fork: ForkPhase | None = None
     branches: list[Branch] = field(default_factory=list)
+    killed: list[KilledBranch] = field(default_factory=list)
+    unstarted: list[UnstartedBranch] = field(default_factory=list)
+    fork_failed: list[ForkFailure] = field(default_factory=list)
     parallel: ParallelSummary | None = None
+    branches_phase: BranchesPhase | None = None
     parallel_verdict: str | None = None  # COW_STYLE | EAGER_FORK_STYLE
     parallel_verdict_text: str = ""
-    fork_failures: list[str] = field(default_factory=list)  # lines saying a fork failed
+    bench: Bench | None = None
+    bench_detail: BenchDetail | None = None
     error: str | None = None
-    records: list[Record] = field(default_factory=list)  # every line, incl. unknown kinds
+    records: list[Record] = field(default_factory=list)  # every line, in order
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
-VERDICTS = ("LAZY_STYLE", "EAGER_STYLE", "MIXED")
-PARALLEL_VERDICTS = ("COW_STYLE", "EAGER_FORK_STYLE")
+def _ints(rec: Record, *keys: str) -> list[int]:
+    """Fields `keys` of a checked record (parse_record typed them) as ints."""
+    out = []
+    for k in keys:
+        v = rec.fields[k]
+        assert isinstance(v, int), (rec.kind, k)
+        out.append(v)
+    return out
 
 
-def _is_fork_failure(rec: Record) -> bool:
-    """A line that says a branch's fork failed (COW_ALLOC=0 out of memory), whatever its kind."""
-    low = rec.line.lower()
-    return "fork" in low and "fail" in low
+def _float(rec: Record, key: str) -> float:
+    v = rec.fields[key]
+    assert isinstance(v, float), (rec.kind, key)
+    return v
+
+
+def _list(rec: Record, key: str) -> tuple[float, ...]:
+    v = rec.fields[key]
+    assert isinstance(v, tuple), (rec.kind, key)
+    return v
+
+
+def _branch(rec: Record) -> Branch:
+    f = rec.fields
+    tokens = _list(rec, "tokens")
+    counters = _ints(rec, "cow_copies", "cow_reuses", "new_kv_pages", "state_pages",
+                     "state_copies", "state_reuses", "kv_copies", "kv_reuses", "fork_pages",
+                     "decode_ms")
+    extra = {k: v for k, v in f.items()
+             if k not in ("tokens", "cow_copies", "cow_reuses", "new_kv_pages")}
+    return Branch(int(rec.words[0]), tuple(int(t) for t in tokens), *counters, fields=extra)
 
 
 def _apply(res: SmolprobeResult, rec: Record) -> None:
-    """Fill the typed part of `res` that `rec` describes (unknown kinds are only kept raw)."""
-    k = rec.kind
+    """Fill the typed part of `res` that `rec` describes."""
+    k, f = rec.kind, rec.fields
     if k == "error":
-        res.error = str(rec.fields["message"])
+        res.error = str(f["message"])
     elif k == "request":
-        res.request = Request(_int(rec, "prompt_tokens"), _int(rec, "gen_tokens"))
+        res.request = Request(*_ints(rec, "prompt_tokens", "gen_tokens"))
     elif k == "kv_capacity":
-        res.kv_capacity = KvCapacity(_int(rec, "max_pages"), _int(rec, "active_pages_est"))
+        res.kv_capacity = KvCapacity(*_ints(rec, "max_pages", "active_pages_est"))
+    elif k == "parallel_request":
+        samples, seed = _ints(rec, "samples", "seed")
+        res.parallel_request = ParallelRequest(samples, _float(rec, "temperature"), seed)
     elif k == "SUMMARY":
-        res.summary = Summary(_int(rec, "max_kv_pages"), _int(rec, "actual_mapped_pages"),
-                              _int(rec, "saved_pages"), _int(rec, "saved_percent"))
+        res.summary = Summary(*_ints(rec, "max_kv_pages", "actual_mapped_pages",
+                                     "saved_pages", "saved_percent"))
     elif k == "reserve_phase":
-        res.reserve = Phase(_int(rec, "mapped_pages"), _int(rec, "used_pages"),
-                            virtual_pages=_int(rec, "virtual_pages"))
+        vp, mp, up = _ints(rec, "virtual_pages", "mapped_pages", "used_pages")
+        res.reserve = Phase(mp, up, virtual_pages=vp)
+    elif k == "prefill_phase":
+        res.prefill = PrefillPhase(*_ints(rec, "positions", "mapped_pages", "used_pages"))
     elif k == "decode_phase":
-        res.decode = Phase(_int(rec, "mapped_pages"), _int(rec, "used_pages"),
-                           active_pages_est=_opt_int(rec, "active_pages_est"))
+        mp, up, est = _ints(rec, "mapped_pages", "used_pages", "active_pages_est")
+        res.decode = Phase(mp, up, active_pages_est=est)
     elif k == "verdict":
-        v = rec.fields.get("verdict")
-        text = rec.line.split(None, 1)[1] if " " in rec.line else ""
+        v, text = str(f["verdict"]), str(f["text"])
         if v in PARALLEL_VERDICTS:
-            res.parallel_verdict, res.parallel_verdict_text = str(v), text
-            return
-        if v not in VERDICTS:
+            res.parallel_verdict, res.parallel_verdict_text = v, text
+        elif v in VERDICTS:
+            res.verdict, res.verdict_text = v, text
+        else:
             raise ParseError(f"verdict must be one of {', '.join(VERDICTS + PARALLEL_VERDICTS)}",
                              PREFIX + rec.line)
-        res.verdict, res.verdict_text = str(v), text
+    elif k == "timing":
+        res.timing = Timing(*_ints(rec, "load_ms", "decode_ms"), _float(rec, "tokens_per_s"))
     elif k == "tokens":
-        res.tokens = _tokens(rec.fields.get("tokens"))
+        res.tokens = tuple(int(t) for t in _list(rec, "tokens"))
+    elif k == "logits":
+        res.logits = tuple(float(t) for t in _list(rec, "logits"))
     elif k == "trace":
-        res.trace.append(TraceStep(_int(rec, "step"), _int(rec, "pos"),
-                                   _int(rec, "kv_mapped_pages")))
+        res.trace.append(TraceStep(*_ints(rec, "step", "pos", "kv_mapped_pages")))
     elif k == "fork_phase":
-        res.fork = ForkPhase(_int(rec, "branches"), _opt_int(rec, "shared_pages_at_fork"),
-                             _opt_int(rec, "prefix_kv_pages"))
-    elif k == "branch" and "tokens" not in rec.fields and _is_fork_failure(rec):
-        res.fork_failures.append(rec.line)
+        res.fork = ForkPhase(*_ints(rec, "branches", "shared_pages_at_fork", "prefix_kv_pages",
+                                    "requested", "parent_mapped_pages", "parent_released_kv"))
     elif k == "branch":
-        if not rec.words or not rec.words[0].isdigit():
-            raise ParseError("`branch` line needs an index", PREFIX + rec.line)
-        known = ("tokens", "cow_copies", "cow_reuses", "new_kv_pages")
-        res.branches.append(Branch(int(rec.words[0]), _tokens(rec.fields.get("tokens")),
-                                   _opt_int(rec, "cow_copies"), _opt_int(rec, "cow_reuses"),
-                                   _opt_int(rec, "new_kv_pages"),
-                                   {f: v for f, v in rec.fields.items() if f not in known}))
+        res.branches.append(_branch(rec))
+    elif k == "branch_killed":
+        res.killed.append(KilledBranch(*_ints(rec, "index", "exit_status"), rec.line))
+    elif k == "branch_unstarted":
+        res.unstarted.append(UnstartedBranch(*_ints(rec, "index"), rec.line))
+    elif k == "fork_failed":
+        res.fork_failed.append(ForkFailure(*_ints(rec, "index"), str(f["reason"]), rec.line))
     elif k == "PARALLEL_SUMMARY":
-        res.parallel = ParallelSummary(
-            _int(rec, "branches"), _int(rec, "eager_copy_pages"),
-            _int(rec, "actual_copied_pages"), _int(rec, "saved_pages"),
-            _int(rec, "saved_percent"))
-    elif _is_fork_failure(rec):
-        res.fork_failures.append(rec.line)
+        res.parallel = ParallelSummary(*_ints(rec, "branches", "eager_copy_pages",
+                                              "actual_copied_pages", "saved_pages",
+                                              "saved_percent"))
+    elif k == "branches_phase":
+        res.branches_phase = BranchesPhase(*_ints(rec, "used_pages", "private_pages",
+                                                  "parent_copies"))
+    elif k == "bench":
+        res.bench = Bench(*_ints(rec, "peak_int8_macs_per_s", "matvec_int8_macs_per_s",
+                                 "ratio"))
+    elif k == "bench_detail":
+        res.bench_detail = BenchDetail(*_ints(rec, "peak_plain", "peak_packed", "w_gate",
+                                              "classifier", "rounds"))
 
 
-REQUIRED = ("request", "kv_capacity", "summary", "reserve", "decode", "verdict")
-REQUIRED_LINES = {"request": "request", "kv_capacity": "kv_capacity", "summary": "SUMMARY",
-                  "reserve": "reserve_phase", "decode": "decode_phase", "verdict": "verdict="}
+# --------------------------------------------------------------------------- run modes
+
+def classify(records: list[Record]) -> str:
+    """The run mode: error if an error line is there, else by the request lines."""
+    kinds = {r.kind for r in records}
+    if "error" in kinds:
+        return "error"
+    if "parallel_request" in kinds:
+        return "samples"
+    if "request" in kinds:
+        return "single"
+    if "bench" in kinds:
+        return "bench"
+    return ""
+
+
+def _shape(records: list[Record]) -> str:
+    """The mode whose line order an error run's earlier lines must follow."""
+    mode = classify([r for r in records if r.kind != "error"])
+    return mode or "single"  # only `loading` (or nothing): the start every mode shares
+
+
+def _check_order(mode: str, records: list[Record], complete: bool, text: str) -> None:
+    """`records` in the order of MODE_LINES[mode]; with `complete` every required line."""
+    i = 0
+    for kinds, least, most in MODE_LINES[mode]:
+        n = 0
+        while i < len(records) and records[i].kind in kinds and n < most:
+            i, n = i + 1, n + 1
+        if n < least:
+            if i == len(records) and not complete:
+                return
+            where = (f"before the `{records[i].kind}` line" if i < len(records)
+                     else "(the output ends)")
+            raise ParseError(f"{mode} run: missing the `{' or '.join(kinds)}` line {where} "
+                             "(docs/smolprobe.md, \"Output\")", text)
+    if i < len(records):
+        after = f" after `{records[i - 1].kind}`" if i else ""
+        raise ParseError(f"{mode} run: unexpected `{records[i].kind}` line{after} "
+                         "(docs/smolprobe.md, \"Output\")", PREFIX + records[i].line)
+
+
+def _check_single(res: SmolprobeResult, complete: bool, text: str) -> None:
+    if res.request is None:
+        return
+    total = res.request.prompt_tokens + res.request.gen_tokens
+    for i, t in enumerate(res.trace):
+        if (t.step, t.pos) != (i, i):
+            raise ParseError(f"trace line {i} has step={t.step} pos={t.pos}, expected {i}", text)
+    if res.trace and complete and len(res.trace) != total:
+        raise ParseError(f"{len(res.trace)} trace lines for {total} fed positions", text)
+    if res.tokens is not None and len(res.tokens) != res.request.gen_tokens:
+        raise ParseError(f"tokens= lists {len(res.tokens)} ids, gen_tokens="
+                         f"{res.request.gen_tokens}", text)
+    if res.parallel_verdict:
+        raise ParseError(f"a single run cannot have verdict={res.parallel_verdict}", text)
+
+
+def _check_samples(res: SmolprobeResult, complete: bool, text: str) -> None:
+    if res.verdict:
+        raise ParseError(f"a --samples run cannot have verdict={res.verdict}", text)
+    order = [r for r in res.records if r.kind in ("branch", "branch_killed", "branch_unstarted")]
+    for i, rec in enumerate(order):
+        index = int(rec.words[0]) if rec.kind == "branch" else rec.fields["index"]
+        if index != i:
+            raise ParseError(f"branch lines out of order: branch {index} where branch {i} "
+                             "belongs", PREFIX + rec.line)
+    gen = res.request.gen_tokens if res.request else None
+    for b in res.branches:
+        if gen is not None and len(b.tokens) != gen:
+            raise ParseError(f"branch {b.index} lists {len(b.tokens)} tokens, gen_tokens={gen}",
+                             text)
+    f = res.fork
+    if f is None:
+        return
+    if len(order) > f.branches:
+        raise ParseError(f"{len(order)} branch lines for {f.branches} forked branches", text)
+    if complete and res.parallel and not res.unstarted and len(order) != f.branches:
+        raise ParseError(f"{len(order)} branch lines for {f.branches} forked branches", text)
+    for ff in res.fork_failed:
+        if ff.index != f.branches:
+            raise ParseError(f"fork of branch {ff.index} failed, but fork_phase says "
+                             f"branches={f.branches}", PREFIX + ff.line)
+    if complete and res.parallel and f.branches < f.requested and not res.fork_failed:
+        raise ParseError(f"fork_phase branches={f.branches} of requested={f.requested}, but "
+                         "no `fork of branch k failed` line", text)
+    if res.parallel and res.parallel.branches != len(res.branches):
+        raise ParseError(f"PARALLEL_SUMMARY branches={res.parallel.branches}, but "
+                         f"{len(res.branches)} branches reported", text)
 
 
 def parse_smolprobe(text: str, require_complete: bool = True) -> SmolprobeResult:
-    """Parse a smolprobe run's console output.
+    """Parse one smolprobe run's console output against docs/smolprobe.md, "Output".
 
-    A run that printed `[smolprobe] error: ...` returns a result with `error` set. Otherwise,
-    with require_complete, every line of DESIGN.md §5 must be present (ParseError otherwise).
+    Every `[smolprobe] ` line must be of a known kind with its keys; the run is classified
+    (`mode`) and its lines must come in its mode's order. With require_complete every line
+    the mode requires must be there; without, the output may stop early (a run cut short).
+    An error run (`[smolprobe] error: ...`, always the last line) returns with `error` set:
+    the lines before it must be the start of a run. ParseError names what is wrong.
     """
     bodies = split_records(text)
     if not bodies:
@@ -351,14 +705,24 @@ def parse_smolprobe(text: str, require_complete: bool = True) -> SmolprobeResult
         rec = parse_record(body)
         res.records.append(rec)
         _apply(res, rec)
-    if res.error and "fork" in res.error.lower() and (res.fork or res.branches or res.parallel):
-        # a branch that could not fork is a result of a --samples run, not a failed run
-        res.fork_failures.append("error: " + res.error)
-        res.error = None
-    if res.error is None and require_complete:
-        missing = [REQUIRED_LINES[n] for n in REQUIRED if getattr(res, n) is None]
-        if missing:
-            raise ParseError("smolprobe output lacks " + ", ".join(missing), text)
+    res.mode = classify(res.records)
+    if res.mode == "error":
+        if res.records[-1].kind != "error":
+            raise ParseError("lines after the `error:` line", text)
+        shape, complete = _shape(res.records), False
+        _check_order(shape, res.records[:-1], complete, text)
+    elif not res.mode:
+        raise ParseError("smolprobe output has no request, parallel_request or bench line",
+                         text)
+    else:
+        shape, complete = res.mode, require_complete
+        _check_order(shape, res.records, complete, text)
+    if shape == "single":
+        _check_single(res, complete, text)
+    elif shape == "samples":
+        _check_samples(res, complete, text)
+    if complete and res.bench and res.bench_detail is None:
+        raise ParseError("a `bench` line without its `bench_detail` line", text)
     return res
 
 

@@ -1,0 +1,227 @@
+"""Regenerate tests/transcripts/*.txt: what smolprobe really prints, in every run mode.
+
+    .venv/bin/python scripts/transcripts.py [--host] [--guest] [--out DIR] [--only NAME]
+
+--host (the default when neither is given) builds user/smolprobe.c unchanged for Linux
+(tests/host) and runs every mode of docs/smolprobe.md ("Output") on synthetic checkpoints
+it makes deterministically (`nexos model synth`). --guest boots each kernel configuration in
+QEMU (QemuSession; run `nexos build --lazy L --cow C --llm` first) and runs smolprobe at
+the NexOS shell. Each file starts with one `# ` header line saying how it was made; see
+tests/transcripts/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "harness"))
+
+from nexos.config import BuildConfig  # noqa: E402
+from nexos.model.synth import synthesize  # noqa: E402
+from nexos.qemu import QemuSession  # noqa: E402
+
+TRANSCRIPTS = REPO / "tests" / "transcripts"
+SEED = "--prompt-tokens 1,2,3 --gen-len 10"
+HEADER = "# scripts/transcripts.py"
+
+
+@dataclass(frozen=True)
+class Model:
+    """A synthetic checkpoint: `nexos model synth --preset P --seed S --weight-type W`."""
+
+    name: str
+    preset: str
+    seed: int = 0
+    weight_type: str = "int8"
+
+    def describe(self) -> str:
+        return (f"nexos model synth --preset {self.preset} --seed {self.seed} "
+                f"--weight-type {self.weight_type}")
+
+
+SMALL = Model("small", "small")
+SMOLLM = Model("smollm-135m", "smollm-135m")
+
+
+@dataclass(frozen=True)
+class HostCase:
+    """One host run: `smolprobe --model <model>.bin <args>`, stdout and stderr together."""
+
+    name: str
+    model: Model
+    args: str
+
+
+@dataclass(frozen=True)
+class GuestCase:
+    """One guest run: a fresh boot of `config`, then `smolprobe <args>` at the shell."""
+
+    name: str
+    config: BuildConfig
+    args: str
+    timeout: float = 900.0
+
+
+@dataclass(frozen=True)
+class ConsoleCase:
+    """One boot of `config` (plain fs.img): the boot text up to the first prompt goes to
+    console-boot-<config>.txt, each command's output to console-<name>-<config>.txt."""
+
+    config: BuildConfig
+    commands: tuple[tuple[str, str], ...]  # (name, shell command)
+    timeout: float = 900.0
+
+
+HOST_CASES = (
+    HostCase("host-single", SMALL, SEED),
+    HostCase("host-single-smollm", SMOLLM, SEED),
+    HostCase("host-trace", SMALL, SEED + " --trace"),
+    HostCase("host-print", SMALL, SEED + " --print-tokens --print-logits"),
+    HostCase("host-bench", SMALL, "--bench"),
+    HostCase("host-single-bench", SMALL, SEED + " --bench"),
+    HostCase("host-samples3", SMALL, SEED + " --samples 3"),
+    HostCase("host-samples3-killed", SMALL, SEED + " --samples 3 --test-kill-branch 1"),
+    HostCase("host-error-no-branch", SMALL, SEED + " --samples 1 --test-kill-branch 0"),
+    HostCase("host-error-seq-len", SMALL, "--prompt-tokens 1,2,3 --gen-len 1000"),
+    HostCase("host-error-flag", SMALL, SEED + " --no-such-flag"),
+)
+
+GUEST_CASES = (
+    GuestCase("guest-seed-lazy1-cow0", BuildConfig(1, 0), SEED),
+    GuestCase("guest-seed-lazy0-cow0", BuildConfig(0, 0), SEED),
+    GuestCase("guest-samples4-lazy1-cow1", BuildConfig(1, 1), SEED + " --samples 4"),
+    GuestCase("guest-samples4-lazy1-cow0", BuildConfig(1, 0), SEED + " --samples 4"),
+    GuestCase("guest-samples2-killed-lazy1-cow1", BuildConfig(1, 1),
+              "--prompt-tokens 1,2,3 --gen-len 3 --samples 2 --test-kill-branch 0"),
+    GuestCase("guest-error-lazy1-cow1", BuildConfig(1, 1),
+              "--prompt-tokens 1,2,3 --gen-len 1000000"),
+)
+
+
+CONSOLE_CASES = (
+    ConsoleCase(BuildConfig(1, 1), (("lazytests", "lazytests"), ("cowtests", "cowtests"),
+                                    ("no-such-program", "nosuchprogram"))),
+)
+
+
+def host_header(case: HostCase, status: int) -> str:
+    return (f"{HEADER} --host | tests/host build of user/smolprobe.c | exit={status} | "
+            f"model {case.model.name}.bin: {case.model.describe()} | "
+            f"$ smolprobe --model {case.model.name}.bin {case.args}")
+
+
+def guest_header(case: GuestCase) -> str:
+    return (f"{HEADER} --guest | QEMU {case.config.name} fs-llm.img | "
+            f"model /model.bin: {SMOLLM.describe()} | $ smolprobe {case.args}")
+
+
+def console_header(config: BuildConfig, what: str) -> str:
+    return f"{HEADER} --guest | QEMU {config.name} fs.img | {what}"
+
+
+def build_host(out: Path) -> Path:
+    """make -C tests/host OUT=out; the smolprobe binary."""
+    subprocess.run(["make", "-s", "-C", str(REPO / "tests" / "host"), f"OUT={out}"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return out / "smolprobe"
+
+
+def run_host(binary: Path, workdir: Path, case: HostCase) -> str:
+    """The transcript text of one host case (header line, then everything printed)."""
+    ckpt = workdir / f"{case.model.name}.bin"
+    if not ckpt.is_file():
+        synthesize(ckpt, preset=case.model.preset, seed=case.model.seed,
+                   weight_type=case.model.weight_type)
+    cmd = [str(binary), "--model", ckpt.name, *case.args.split()]
+    # one pipe for both streams: smolprobe's writes are unbuffered, so the order is kept
+    proc = subprocess.run(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=300)
+    return host_header(case, proc.returncode) + "\n" + proc.stdout
+
+
+def run_guest(case: GuestCase) -> str:
+    """The transcript text of one guest case: what the shell command printed, CR removed."""
+    with QemuSession.for_config(case.config, REPO, llm=True) as qs:
+        res = qs.run(f"smolprobe {case.args}", timeout=case.timeout)
+    body = res.output.replace("\r", "")
+    return guest_header(case) + "\n" + body + ("" if body.endswith("\n") else "\n")
+
+
+def run_console(case: ConsoleCase, only: set[str]) -> dict[str, str]:
+    """The transcripts of one console case: file name -> text (boot, then each command)."""
+    name = case.config.name
+    texts = {}
+    console = io.StringIO()
+    with QemuSession.for_config(case.config, REPO, transcript=console) as qs:
+        boot = console.getvalue().split("\n", 1)[1]  # after QEMU's command line
+        texts[f"console-boot-{name}"] = console_header(case.config, "boot") + "\n" + boot
+        for short, cmd in case.commands:
+            if only and f"console-{short}-{name}" not in only:
+                continue
+            out = qs.run(cmd, timeout=case.timeout).output
+            texts[f"console-{short}-{name}"] = console_header(case.config, "$ " + cmd) + "\n" + out
+    return {k: v.replace("\r", "") + ("" if v.endswith("\n") else "\n") for k, v in texts.items()
+            if not only or k in only}
+
+
+def write_host(out: Path, only: set[str]) -> list[Path]:
+    written = []
+    with tempfile.TemporaryDirectory(prefix="nexos-transcripts-") as tmp:
+        work = Path(tmp)
+        binary = build_host(work)
+        for case in HOST_CASES:
+            if only and case.name not in only:
+                continue
+            path = out / f"{case.name}.txt"
+            path.write_text(run_host(binary, work, case))
+            written.append(path)
+    return written
+
+
+def write_guest(out: Path, only: set[str]) -> list[Path]:
+    written = []
+    for case in GUEST_CASES:
+        if only and case.name not in only:
+            continue
+        path = out / f"{case.name}.txt"
+        path.write_text(run_guest(case))
+        written.append(path)
+    for console in CONSOLE_CASES:
+        if only and not any(n.startswith("console-") for n in only):
+            continue
+        for name, text in run_console(console, only).items():
+            path = out / f"{name}.txt"
+            path.write_text(text)
+            written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--host", action="store_true", help="host-build transcripts (default)")
+    ap.add_argument("--guest", action="store_true", help="QEMU transcripts")
+    ap.add_argument("--out", type=Path, default=TRANSCRIPTS, help="output folder")
+    ap.add_argument("--only", action="append", default=[], metavar="NAME",
+                    help="only this transcript (file name without .txt); repeatable")
+    a = ap.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    only = set(a.only)
+    written = []
+    if a.host or not a.guest:
+        written += write_host(a.out, only)
+    if a.guest:
+        written += write_guest(a.out, only)
+    for p in written:
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
