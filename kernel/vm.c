@@ -13,6 +13,9 @@
 // only what is mapped) and gives up one page reference per unmapped PTE with kfree(),
 // which frees the page when its last reference goes (kalloc.c).
 //
+// The `// LAB lazy:` and `// LAB cow:` comments mark what a lab's students write; their
+// starter tree has the stub instead (docs/lab.md).
+//
 // Invariants of a user page table:
 //   - Every valid user leaf PTE owns one reference to its physical page.
 //   - PTE_COW (an RSW bit) is set only on leaf PTEs with PTE_W clear. It means
@@ -337,9 +340,13 @@ copy_pte(pte_t *pte)
 static pte_t
 share_pte(pte_t *pte)
 {
+  // LAB cow: begin
   if(*pte & PTE_W)
     *pte = (*pte & ~PTE_W) | PTE_COW;
   return *pte;
+  // LAB cow: stub
+  // return copy_pte(pte);  // a copying fork until this shares the page
+  // LAB cow: end
 }
 
 // Contract: fork the first n PTEs of one level-0 table: from is the parent's, to the
@@ -422,7 +429,11 @@ growproc(int n)
   if(n > 0){
     if(newsz < oldsz || newsz > TRAPFRAME)
       return -1;
+    // LAB lazy: begin
     if(!LAZY_ALLOC){
+    // LAB lazy: stub
+    // if(1){  // eager in both configurations until LAZY_ALLOC=1 only raises p->sz
+    // LAB lazy: end
       // Refuse at once what cannot fit, so that a failed sbrk does not even leave
       // the page-table pages of a half-built mapping behind (they would stay until exit).
       if((PGROUNDUP(newsz) - PGROUNDUP(oldsz)) / PGSIZE > kfreepages())
@@ -445,6 +456,7 @@ growproc(int n)
 static int
 lazyfault(struct proc *p, uint64 va)
 {
+  // LAB lazy: begin
   char *mem = kalloc();
   if(mem == 0)
     return -1;
@@ -456,6 +468,9 @@ lazyfault(struct proc *p, uint64 va)
   flushva(va);
   p->lazy_faults++;
   return 0;
+  // LAB lazy: stub
+  // return -1;
+  // LAB lazy: end
 }
 
 // COW_ALLOC=1. Contract: a store hit the COW page that *pte (p's PTE for va) maps; give
@@ -473,6 +488,7 @@ lazyfault(struct proc *p, uint64 va)
 static int
 cowfault(struct proc *p, uint64 va, pte_t *pte)
 {
+  // LAB cow: begin
   uint64 pa = PTE2PA(*pte);
   int flags = (PTE_FLAGS(*pte) | PTE_W) & ~PTE_COW;
 
@@ -491,6 +507,9 @@ cowfault(struct proc *p, uint64 va, pte_t *pte)
   }
   flushva(va);
   return 0;
+  // LAB cow: stub
+  // return -1;
+  // LAB cow: end
 }
 
 // Contract: resolve a page fault of process p (running on this hart, in its own trap or
@@ -575,7 +594,11 @@ userpte(pagetable_t pagetable, uint64 va, int is_store)
     return 0;
   pte_t *pte = walk(pagetable, va, 0);
   int missing = pte == 0 || (*pte & PTE_V) == 0;
+  // LAB lazy: begin
   if(missing || (is_store && (*pte & PTE_COW))){
+  // LAB lazy: stub
+  // if(!missing && is_store && (*pte & PTE_COW)){  // a missing page is not faulted in yet
+  // LAB lazy: end
     struct proc *p = myproc();
     if(p == 0 || p->pagetable != pagetable || vmfault(p, va, is_store) != 0)
       return 0;

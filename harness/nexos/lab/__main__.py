@@ -1,0 +1,14 @@
+"""`python -m nexos.lab ARGS` runs `nexos lab ARGS`, with nexos's one-line errors."""
+
+import sys
+
+from nexos.cli import NexosGroup
+from nexos.lab.cli import lab
+
+
+def main() -> None:
+    NexosGroup("nexos", commands={"lab": lab}).main(["lab", *sys.argv[1:]], prog_name="nexos")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Which grade checks grade a lab, in which configurations (docs/lab.md).
+
+A check is a *lab check* of a configuration when its outcome there depends on the lab's
+mechanism: a starter tree fails it, the solution passes it. That is the case only in kernels
+built with the lab's flag on; with the flag off the stub is never reached (or behaves as the
+eager policy does), so every check there is a *non-lab check*, which a starter tree passes
+too. Grading a submission runs both: the lab checks score the mechanism, the non-lab checks
+catch a submission that broke the rest of the kernel.
+"""
+
+from __future__ import annotations
+
+from nexos.config import DEFAULT_MEMSIZE, BuildConfig, matrix
+from nexos.grade import CHECK_NAMES, DEFAULT_CHECK_NAMES
+from nexos.lab.markers import LABS
+
+LAB_CHOICES: dict[str, tuple[str, ...]] = {"lazy": ("lazy",), "cow": ("cow",), "all": LABS}
+
+# The checks that exercise a lab's mechanism in a kernel with its flag on, and why:
+#   lazy  usertests          the full run's `oom` wants a child that touches more memory
+#                            than is free killed; an eager sbrk refuses it instead
+#         lazytests          exact lazy page and fault counts (docs/testing.md)
+#         smolprobe-verdict  LAZY_STYLE: the KV reservation maps nothing
+#   cow   cowtests           exact share/copy/reuse counts (docs/testing.md)
+#         smolprobe-parallel the branches of --samples 4 copy fewer pages than an eager fork
+# Everything else (smolprobe-numbers and -errors, cowtests under the lazy lab, ...) passes on
+# an eager kernel as well, so it cannot tell a starter tree from the solution.
+MECHANISM: dict[str, tuple[str, ...]] = {
+    "lazy": ("usertests", "lazytests", "smolprobe-verdict"),
+    "cow": ("cowtests", "smolprobe-parallel"),
+}
+
+# The checks every plan runs, in grade.py's order. smolprobe-parallel is opt-in for a plain
+# `nexos grade`; the COW lab adds it where it is a lab check.
+BASE_CHECKS: tuple[str, ...] = DEFAULT_CHECK_NAMES
+
+Plan = list[tuple[BuildConfig, list[str]]]
+
+
+class LabError(ValueError):
+    """An unknown lab name."""
+
+
+def labs_of(lab: str) -> tuple[str, ...]:
+    """The labs that `lab` (lazy, cow or all) stands for."""
+    if lab not in LAB_CHOICES:
+        raise LabError(f"unknown lab {lab!r} (choose from {', '.join(LAB_CHOICES)})")
+    return LAB_CHOICES[lab]
+
+
+def flag_on(one_lab: str, cfg: BuildConfig) -> bool:
+    """Whether cfg is built with the flag of one lab (LAZY_ALLOC for lazy, COW_ALLOC for cow)."""
+    return bool(cfg.lazy if one_lab == "lazy" else cfg.cow)
+
+
+def _ordered(names: set[str]) -> list[str]:
+    return [n for n in CHECK_NAMES if n in names]
+
+
+def lab_checks(lab: str, cfg: BuildConfig) -> list[str]:
+    """The lab checks of cfg: they fail in a starter tree and pass with the solution."""
+    return _ordered({c for x in labs_of(lab) if flag_on(x, cfg) for c in MECHANISM[x]})
+
+
+def nonlab_checks(lab: str, cfg: BuildConfig) -> list[str]:
+    """The non-lab checks of cfg: a starter tree passes them (so must a submission)."""
+    mine = set(lab_checks(lab, cfg))
+    return [c for c in BASE_CHECKS if c not in mine]
+
+
+def lab_plan(lab: str, memsize: int = DEFAULT_MEMSIZE) -> Plan:
+    """Grading `lab`: every configuration with all the checks it runs (lab and non-lab), in
+    grade order. This is what `nexos grade --lab LAB` runs."""
+    return [(cfg, _ordered(set(lab_checks(lab, cfg)) | set(nonlab_checks(lab, cfg))))
+            for cfg in matrix(memsize)]
+
+
+def mechanism_plan(lab: str, memsize: int = DEFAULT_MEMSIZE) -> Plan:
+    """Only the lab checks, for the configurations that have any."""
+    plan = [(cfg, lab_checks(lab, cfg)) for cfg in matrix(memsize)]
+    return [(cfg, names) for cfg, names in plan if names]
+
+
+def nonlab_plan(lab: str, memsize: int = DEFAULT_MEMSIZE) -> Plan:
+    """Only the non-lab checks: what a starter tree of `lab` passes in each configuration."""
+    return [(cfg, nonlab_checks(lab, cfg)) for cfg in matrix(memsize)]
+
+
+def is_lab_check(lab: str, cfg: BuildConfig, check: str) -> bool:
+    """Whether `check` in cfg scores the lab's mechanism (for reports: lab vs non-lab)."""
+    return check in lab_checks(lab, cfg)

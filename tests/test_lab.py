@@ -1,0 +1,324 @@
+"""The lab kit (docs/lab.md): markers are parsed and checked, the generator refuses unsound
+markers and leaking solution lines, and real starter trees build in all four configurations,
+boot, fail their lab's tests (the mechanism is really gone) while passing the others, and pass
+again once the solution's files are put back."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nexos.config import BuildConfig, matrix
+from nexos.grade import CHECK_NAMES, DEFAULT_CHECK_NAMES
+from nexos.lab.cli import lab
+from nexos.lab.markers import MarkerError, parse, strip
+from nexos.lab.plan import lab_checks, lab_plan, mechanism_plan, nonlab_plan
+from nexos.lab.starter import StarterError, collect_regions, make_starter, source_files
+from nexos.parse import find_panic
+from nexos.qemu import QemuSession
+
+REPO = Path(__file__).resolve().parents[1]
+EAGER, LAZY, COW, BOTH = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(0, 1), BuildConfig(1, 1)
+
+
+def passed(output: str) -> bool:
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    return bool(lines) and lines[-1] == "ALL TESTS PASSED"
+
+
+def git(d: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(d), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def fake_checkout(root: Path, files: dict[str, str]) -> Path:
+    """A tiny git checkout with `files` (committed) and an ignored build/ folder."""
+    root.mkdir()
+    for name, text in {".gitignore": "build/\n", **files}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / "build").mkdir()
+    (root / "build" / "junk.o").write_text("object file\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    git(root, "add", "-A")
+    return root
+
+
+GOOD_C = """\
+int
+answer(int x)
+{
+  // LAB lazy: begin
+  int secret = compute(x, 42);
+  return secret;
+  // LAB lazy: stub
+  // return -1;
+  // LAB lazy: end
+}
+
+void
+share(void)
+{
+  // LAB cow: begin
+  hand_out(pages, everyone);
+  // LAB cow: end
+}
+"""
+
+
+# ------------------------------------------------------------------ markers (no QEMU)
+
+def test_parse_and_strip_a_good_file():
+    regions = parse(GOOD_C, "k.c")
+    assert [(r.lab, r.function, r.begin, r.stub, r.end) for r in regions] == [
+        ("lazy", "answer", 4, 7, 9), ("cow", "share", 15, None, 17)]
+    assert regions[0].stub_lines == ("  return -1;",)
+    out = strip(GOOD_C, regions, ["lazy"])
+    assert "compute" not in out and "  // LAB lazy: TODO your code here (see LAB.md)" in out
+    assert "  return -1;\n" in out
+    assert "  hand_out(pages, everyone);" in out and "LAB cow" not in out  # other lab: solution
+    assert parse(out, "k.c") == []  # a starter's TODO lines are not regions
+
+
+@pytest.mark.parametrize("text,why", [
+    ("// LAB lazy: begin\nx = 1;\n", "has no `end`"),
+    ("x = 1;\n// LAB lazy: end\n", "without a `begin`"),
+    ("// LAB lazy: begin\n// LAB cow: begin\nx;\n// LAB cow: end\n// LAB lazy: end\n",
+     "do not nest"),
+    ("// LAB lazy: begin\nx;\n// LAB cow: end\n", "in the `LAB lazy` region"),
+    ("// LAB paging: begin\nx;\n// LAB paging: end\n", "unknown lab 'paging'"),
+    ("// LAB lazy begin\nx;\n", "malformed marker"),
+    ("// LAB lazy: begin\nx;\n// LAB lazy: stub\nreturn 0;\n// LAB lazy: end\n",
+     "not a `// ` comment"),
+    ("// LAB lazy: begin\nx;\n// LAB lazy: stub\n// LAB lazy: stub\n// LAB lazy: end\n",
+     "second `stub`"),
+    ("// LAB lazy: begin\n// LAB lazy: stub\n// y;\n// LAB lazy: end\n", "no solution lines"),
+])
+def test_unsound_markers_are_errors(text, why):
+    with pytest.raises(MarkerError, match=r"^k\.c:\d+: .*" + re.escape(why)):
+        parse(text, "k.c")
+
+
+def test_generator_refuses_unbalanced_markers(tmp_path):
+    src = fake_checkout(tmp_path / "src", {"kernel/a.c": GOOD_C,
+                                           "kernel/b.c": "// LAB cow: begin\nint x;\n"})
+    with pytest.raises(StarterError, match=r"bad marker: kernel/b\.c:1: .*no `end`"):
+        make_starter(src, "lazy", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("files,where", [
+    # a stub that is a copy of a solution line
+    ({"kernel/a.c": GOOD_C.replace("// return -1;", "// return secret;")}, "kernel/a.c"),
+    # a document quoting a solution line (commented out and re-indented, still caught)
+    ({"kernel/a.c": GOOD_C, "docs/hint.md": "Try:\n\n    // int secret = compute(x, 42);\n"},
+     "docs/hint.md:3"),
+    # a stray copy of the file outside the marked kinds
+    ({"kernel/a.c": GOOD_C, "kernel/a.c.orig": GOOD_C}, "kernel/a.c.orig"),
+])
+def test_generator_refuses_leaking_solution_lines(tmp_path, files, where):
+    src = fake_checkout(tmp_path / "src", files)
+    with pytest.raises(StarterError, match=f"solution line would survive.*{where}"):
+        make_starter(src, "lazy", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_generator_writes_one_commit_without_build_outputs(tmp_path):
+    src = fake_checkout(tmp_path / "src", {"kernel/a.c": GOOD_C, "README.md": "hello\n"})
+    (src / "notes.txt").write_text("untracked: not copied\n")
+    tree = make_starter(src, "lazy", tmp_path / "out")
+    out = tmp_path / "out"
+    assert sorted(git(out, "ls-files").split()) == [".gitignore", "LAB.md", "README.md",
+                                                    "kernel/a.c"]
+    assert git(out, "log", "--format=%an|%s") == "NexOS lab kit|NexOS lazy lab: starter tree"
+    assert git(out, "status", "--porcelain") == ""
+    assert tree.commit == git(out, "rev-parse", "HEAD")
+    assert not (out / "build").exists()
+    assert "`kernel/a.c`: `answer()`" in (out / "LAB.md").read_text()
+    with pytest.raises(StarterError, match="not empty"):
+        make_starter(src, "cow", out)
+    with pytest.raises(StarterError, match="no `// LAB lazy:` regions.*not a solution tree"):
+        make_starter(out, "lazy", tmp_path / "again")
+
+
+def test_cli_make_and_its_errors(tmp_path):
+    src = fake_checkout(tmp_path / "src", {"kernel/a.c": GOOD_C})
+    r = CliRunner().invoke(lab, ["make", "--lab", "cow", "--out", str(tmp_path / "o"),
+                                 "--source", str(src)])
+    assert r.exit_code == 0, r.output
+    assert "1 regions stubbed (kernel/a.c:share)" in r.output
+    r = CliRunner().invoke(lab, ["make", "--lab", "cow", "--out", str(tmp_path / "o"),
+                                 "--source", str(src)])
+    assert r.exit_code == 1 and "is not empty" in r.output
+
+
+@pytest.mark.parametrize("args,code,text", [
+    (["make", "--lab", "paging", "--out", "x"], 2, "'paging' is not one of"),
+    (["make", "--lab", "lazy"], 2, "Missing option '--out'"),
+])
+def test_module_entry_point_errors_are_one_line(tmp_path, args, code, text):
+    p = subprocess.run([sys.executable, "-m", "nexos.lab", *args], capture_output=True,
+                       text=True, cwd=tmp_path)
+    assert p.returncode == code
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("nexos: error:")
+    assert text in p.stderr and "Traceback" not in p.stderr
+
+
+def test_the_kernel_regions():
+    texts, regions = collect_regions(REPO, source_files(REPO))
+    if not regions:
+        pytest.skip("this checkout is a starter tree: it has no solution regions")
+    found = {(r.lab, r.path, r.function) for r in regions}
+    assert found == {
+        ("lazy", "kernel/vm.c", "growproc"), ("lazy", "kernel/vm.c", "lazyfault"),
+        ("lazy", "kernel/vm.c", "userpte"), ("cow", "kernel/vm.c", "share_pte"),
+        ("cow", "kernel/vm.c", "cowfault"), ("cow", "kernel/kalloc.c", "krefinc_ptes"),
+        ("cow", "kernel/kalloc.c", "kshared_ptes")}
+
+
+# ------------------------------------------------------------------ the plan (no QEMU)
+
+def test_lab_plan():
+    for lab_ in ("lazy", "cow", "all"):
+        plan = lab_plan(lab_)
+        assert [c for c, _ in plan] == matrix()
+        for cfg, names in plan:
+            assert names == [n for n in CHECK_NAMES if n in names]
+            assert set(lab_checks(lab_, cfg)) <= set(names)
+            assert set(DEFAULT_CHECK_NAMES) <= set(names)
+    assert dict((c.name, n) for c, n in mechanism_plan("lazy")) == {
+        "lazy1-cow0": ["usertests", "lazytests", "smolprobe-verdict"],
+        "lazy1-cow1": ["usertests", "lazytests", "smolprobe-verdict"]}
+    assert dict((c.name, n) for c, n in mechanism_plan("cow")) == {
+        "lazy0-cow1": ["cowtests", "smolprobe-parallel"],
+        "lazy1-cow1": ["cowtests", "smolprobe-parallel"]}
+    assert lab_checks("all", BOTH) == ["usertests", "lazytests", "cowtests",
+                                       "smolprobe-verdict", "smolprobe-parallel"]
+    assert dict(nonlab_plan("all"))[EAGER] == list(DEFAULT_CHECK_NAMES)
+    assert "smolprobe-parallel" not in dict(lab_plan("lazy"))[BOTH]
+
+
+# ------------------------------------------------------------------ real starter trees (QEMU)
+
+def make_tree(d: Path, cfg: BuildConfig) -> None:
+    p = subprocess.run(["make", "-C", str(d), *cfg.make_vars(), f"PYTHON={sys.executable}"],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, f"make {cfg.name} in {d} failed:\n{p.stdout[-2000:]}{p.stderr}"
+
+
+def marked_files() -> list[str]:
+    """This checkout's files with solution regions (skip the test in a starter tree)."""
+    _, regions = collect_regions(REPO, source_files(REPO))
+    if not regions:
+        pytest.skip("this checkout is a starter tree: it has no solution regions")
+    return sorted({r.path for r in regions})
+
+
+def test_starter_of_this_checkout(tmp_path):
+    """The real checkout passes every check of the generator; the tree has only TODO lines."""
+    marked = marked_files()
+    tree = make_starter(REPO, "all", tmp_path / "all")
+    assert len(tree.regions) == 7 and git(tree.out, "status", "--porcelain") == ""
+    _, left = collect_regions(tree.out, source_files(tree.out))
+    assert left == []
+    todo = sum(len(re.findall(r"// LAB (lazy|cow): TODO", (tree.out / f).read_text()))
+               for f in marked)
+    assert todo == 7
+    labmd = (tree.out / "LAB.md").read_text()
+    assert "`kernel/vm.c`: `growproc()`, `lazyfault()`, `userpte()`" in labmd
+    assert "`kernel/kalloc.c`: `krefinc_ptes()`, `kshared_ptes()`" in labmd
+
+
+@pytest.fixture(scope="module")
+def solution(tmp_path_factory) -> Path:
+    """A solution checkout: the committed tree with this checkout's marked files on top (so
+    that other unfinished work in the checkout cannot break the builds below)."""
+    marked = marked_files()
+    src = tmp_path_factory.mktemp("solution")
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    for f in marked:
+        shutil.copyfile(REPO / f, src / f)
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    git(src, "add", "-A")
+    return src
+
+
+@pytest.fixture(scope="module")
+def starters(solution, tmp_path_factory) -> dict[str, Path]:
+    """lab -> its starter tree, made from the solution and built in all four configurations."""
+    root = tmp_path_factory.mktemp("starters")
+    trees = {}
+    for lab_ in ("lazy", "cow", "all"):
+        trees[lab_] = make_starter(solution, lab_, root / lab_).out
+        for cfg in matrix():
+            make_tree(trees[lab_], cfg)  # -Wall -Werror with the stubs, every configuration
+    return trees
+
+
+def run_all(tree: Path, cfg: BuildConfig, commands: list[str]) -> dict[str, str]:
+    """Boot tree's cfg kernel once and run each command; nothing may panic."""
+    outs = {}
+    with QemuSession.for_config(cfg, tree) as s:
+        for cmd in commands:
+            outs[cmd] = s.run(cmd, timeout=900).output
+            assert find_panic(outs[cmd]) is None, outs[cmd][-3000:]
+    return outs
+
+
+@pytest.mark.qemu
+def test_eager_starter_is_a_working_kernel(starters):
+    """Every stub in place, both flags off: the eager kernel passes all three test programs."""
+    outs = run_all(starters["all"], EAGER, ["usertests", "lazytests", "cowtests"])
+    for cmd, out in outs.items():
+        assert passed(out), f"{cmd}:\n{out[-3000:]}"
+
+
+# lab -> (configuration, commands that must fail with these lines, commands that must pass)
+MECHANISM_GONE = {
+    "lazy": (LAZY, {"lazytests": ["test sparse: FAILED", "test sysbuf: FAILED"]},
+             ["usertests -q"]),
+    # (`cowtests counts` would wait forever on a child that failed; the others fail at once)
+    "cow": (COW, {"cowtests reuse": ["test reuse: FAILED"],
+                  "cowtests bigfork": ["test bigfork: FAILED"]}, ["usertests -q"]),
+    "all": (BOTH, {"lazytests sparse": ["test sparse: FAILED"],
+                   "cowtests readcow": ["test readcow: FAILED"]}, ["usertests -q"]),
+}
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("lab_", list(MECHANISM_GONE))
+def test_starter_lacks_the_mechanism(starters, lab_):
+    cfg, failing, passing = MECHANISM_GONE[lab_]
+    outs = run_all(starters[lab_], cfg, [*failing, *passing])
+    for cmd, lines in failing.items():
+        assert not passed(outs[cmd]), f"{cmd} passed in the {lab_} starter:\n{outs[cmd]}"
+        for line in lines:
+            assert line in outs[cmd], f"{cmd}: no {line!r}:\n{outs[cmd][-3000:]}"
+    for cmd in passing:
+        assert passed(outs[cmd]), f"{cmd}:\n{outs[cmd][-3000:]}"
+
+
+# lab -> (configuration, the lab's test programs, which pass once the solution is back)
+SOLVED = {"lazy": (LAZY, ["lazytests"]), "cow": (COW, ["cowtests"]),
+          "all": (BOTH, ["lazytests", "cowtests"])}
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("lab_", list(SOLVED))
+def test_solution_put_back_passes(starters, solution, tmp_path, lab_):
+    tree = tmp_path / "solved"
+    shutil.copytree(starters[lab_], tree, symlinks=True)  # its build/ too: make is incremental
+    for path in marked_files():
+        shutil.copyfile(solution / path, tree / path)
+    cfg, programs = SOLVED[lab_]
+    make_tree(tree, cfg)
+    for cmd, out in run_all(tree, cfg, programs).items():
+        assert passed(out), f"{cmd} with the solution back:\n{out[-3000:]}"
