@@ -230,6 +230,9 @@ static void counts(void)
   pid = fork();
   CHECK(pid >= 0, "fork");
   if (pid == 0) {
+    // Each side keeps only its own ends, so that either one dying ends the other's read.
+    close(c2p[0]);
+    close(p2c[1]);
     struct memstat a, b, d;
     snap2(&a);
     if (a.cow_alloc)
@@ -259,6 +262,8 @@ static void counts(void)
     read(p2c[0], &c, 1);   // stay alive (sharing the other pages) until the parent is done
     exit(0);
   }
+  close(c2p[1]);
+  close(p2c[0]);
   struct memstat a, b, d;
   CHECK(read(c2p[0], &c, 1) == 1, "child did not report");
   snap2(&a);

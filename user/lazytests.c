@@ -360,6 +360,10 @@ static void lazyoom(void)
   sib = fork();
   CHECK(sib >= 0, "fork");
   if (sib == 0) {
+    // Without its own write end of go, the sibling's read ends (0) when the parent dies of a
+    // failed check instead of blocking with its 4 MiB for ever.
+    close(go[1]);
+    close(ready[0]);
     char *q = sbrk(4 << 20);
     if (q == (char *)-1)
       exit(2);
