@@ -1,16 +1,21 @@
-"""The command line: help, one-line errors, exit codes (no QEMU needed)."""
+"""The command line: help, option parsing, one-line errors, exit codes (no QEMU needed)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 import nexos.cli as cli_mod
 from nexos.cli import cli
+from nexos.config import BuildConfig
 
 COMMANDS = ["build", "run", "probe", "compare", "grade", "plot", "model"]
 
@@ -61,7 +66,7 @@ def test_command_help(runner, cmd, opts):
     (["run", "--cpus", "99", "--", "echo"], "--cpus"),
     (["compare", "--prompt-tokens", "1,x"], "--prompt-tokens"),
     (["grade", "--checks", "usertests,nosuch"], "nosuch"),
-    (["grade", "--configs", "lazy7-cow0", "--no-build"], "LAZY_ALLOC"),
+    (["grade", "--configs", "lazy7-cow0", "--no-build"], "'lazy7-cow0'"),
     (["probe", "--no-build", "--gen-len", "abc"], "abc"),
 ])
 def test_user_mistakes_are_one_line(runner, args, needle):
@@ -149,46 +154,140 @@ def test_ctrl_c_exits_130_with_one_line(runner, monkeypatch):
     assert r.stderr.strip().splitlines() == ["nexos: interrupted; QEMU stopped"]
 
 
+# --------------------------------------------------------------------------- grade --configs
+
+ALL_FOUR = ["lazy0-cow0", "lazy0-cow1", "lazy1-cow0", "lazy1-cow1"]
+EXPECTED = "(expected lazy0-cow0, lazy0-cow1, lazy1-cow0 or lazy1-cow1)"
+
+
+@pytest.fixture
+def graded(runner, monkeypatch):
+    """graded(*args) -> the configurations `nexos grade --no-build ARGS` would grade (the
+    grading itself is replaced by a recorder that grades nothing)."""
+    seen: list[list[BuildConfig]] = []
+
+    def record(repo, configs, checks, *args, **kwargs):
+        seen.append(configs)
+        return []
+    monkeypatch.setattr(cli_mod, "grade_all", record)
+
+    def grade(*args: str) -> list[str]:
+        r = runner.invoke(cli, ["grade", "--no-build", *args])
+        assert r.exit_code == 0, r.output
+        return [c.name for c in seen.pop()]
+    return grade
+
+
+@pytest.mark.parametrize("args", [
+    ["--configs", "lazy1-cow1 lazy0-cow0"],
+    ["--configs", "lazy1-cow1,lazy0-cow0"],
+    ["--configs", "lazy1-cow1", "--configs", "lazy0-cow0"],
+    ["--configs", " lazy1-cow1 ,  lazy0-cow0, "],
+    ["--configs", "lazy1-cow1 lazy1-cow1", "--configs", "lazy0-cow0,lazy1-cow1"],
+])
+def test_configs_forms_name_the_same_two(graded, args):
+    assert graded(*args) == ["lazy1-cow1", "lazy0-cow0"]
+
+
+def test_configs_default_order_and_memory(graded):
+    assert graded() == ALL_FOUR
+    assert graded("--configs", "lazy0-cow1", "--mem", "256") == ["lazy0-cow1-mem256"]
+
+
+@pytest.mark.parametrize("value, quoted", [
+    ("lazy2-cow0", "'lazy2-cow0' is not a configuration"),
+    ("lazy1-cow1 lazy2-cow0", "'lazy2-cow0' is not a configuration"),
+    ("lazy1-cow1+lazy0-cow0", "'lazy1-cow1+lazy0-cow0' is not a configuration"),
+    ("lazy1-cow1;lazy0-cow0", "'lazy1-cow1;lazy0-cow0' is not a configuration"),
+    ("LAZY1-COW1", "'LAZY1-COW1' is not a configuration"),
+    ("10", "'10' is not a configuration"),
+    ("lazy1-cow1-mem256", "'lazy1-cow1-mem256' is not a configuration"),
+    (" , ", "' , ' names no configuration"),
+])
+def test_configs_errors_quote_what_was_typed(runner, value, quoted):
+    r = runner.invoke(cli, ["grade", "--no-build", "--configs", value])
+    assert one_line_error(r) == f"nexos: error: --configs: {quoted} {EXPECTED}"
+    assert r.exit_code == 2
+
+
+def test_configs_error_from_the_console_script(repo):
+    """The installed entry point: one stderr line, no traceback, exit status 2."""
+    nexos = Path(sys.executable).with_name("nexos")
+    r = subprocess.run([str(nexos), "grade", "--no-build", "--configs", "lazy1-cow1,lazy2-cow0"],
+                       capture_output=True, text=True, env={**os.environ, "NEXOS_REPO": str(repo)},
+                       stdin=subprocess.DEVNULL, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"nexos: error: --configs: 'lazy2-cow0' is not a configuration {EXPECTED}\n"
+
+
+# --------------------------------------------------------------------------- a fake console
+
 @pytest.fixture
 def fake_env(fake_qemu, monkeypatch):
+    """The fake QEMU of conftest.py, whose smolprobe prints a real guest transcript."""
     monkeypatch.setenv("NEXOS_QEMU", fake_qemu["qemu"])
     monkeypatch.setenv("NEXOS_REPO", str(fake_qemu["repo"]))
     return fake_qemu
 
 
-def test_run_streams_and_reports_failures(fake_env):
-    r = CliRunner().invoke(cli, ["run", "--no-build", "--", "echo hi there", "usertests"])
-    assert r.exit_code == 0, r.output
-    assert "hi there" in r.stdout and "ALL TESTS PASSED" in r.stdout
-    r = CliRunner().invoke(cli, ["run", "--no-build", "--", "echo a", "tests", "echo b"])
-    assert r.exit_code == 1
-    assert "SOME TESTS FAILED" in r.stdout and "echo b" in r.stdout  # later commands still run
-    assert "`tests` failed" in r.stderr
-    r = CliRunner().invoke(cli, ["run", "--no-build", "--", "crash", "echo never"])
-    assert r.exit_code == 1 and "panic: fake kernel panic" in r.stderr
-    assert "never" not in r.stdout
-
-
-def test_grade_end_to_end_on_fake_kernel(fake_env, tmp_path):
-    junit, js = tmp_path / "grade.xml", tmp_path / "grade.json"
-    r = CliRunner().invoke(cli, ["grade", "--no-build", "--configs", "lazy1-cow1",
-                                 "--junit", str(junit), "--json", str(js)])
-    assert r.exit_code == 1  # lazytests fails, cowtests panics
-    data = json.loads(js.read_text())
-    got = {c["name"]: c["passed"] for c in data["checks"]}
-    assert got == {"usertests": True, "lazytests": False, "cowtests": False,
-                   "smolprobe-numbers": True, "smolprobe-verdict": True,
-                   "smolprobe-errors": True}
-    cow = next(c for c in data["checks"] if c["name"] == "cowtests")
-    assert "panic: fake cow panic" in cow["message"]
-    assert data["points"] == 20 + 10 + 10 + 5 and data["max_points"] == 75
-    root = ET.parse(junit).getroot()
-    assert root.get("tests") == "6" and root.get("failures") == "2"
-
-
-def test_probe_table_and_json_on_fake_kernel(fake_env):
+def test_probe_json_and_table_on_fake_console(fake_env):
     r = CliRunner().invoke(cli, ["probe", "--no-build", "--lazy", "1", "--cow", "1", "--json"])
     assert r.exit_code == 0, r.output
     rec = json.loads(r.stdout)
-    assert rec["actual_mapped_pages"] == 179 and rec["verdict"] == "LAZY_STYLE"
-    assert rec["expected_active_pages_est"] == 180
+    assert rec["config"] == "lazy1-cow1" and rec["verdict"] == "LAZY_STYLE"
+    assert rec["actual_mapped_pages"] == rec["expected_active_pages_est"] == 180
+    r = CliRunner().invoke(cli, ["probe", "--no-build", "--lazy", "1", "--cow", "1"],
+                           env={"COLUMNS": "120"})
+    assert r.exit_code == 0, r.output
+    assert "LAZY_STYLE" in r.stdout and "timing" in r.stdout and "decode_phase" in r.stdout
+
+
+def test_grade_smolprobe_checks_on_fake_console(fake_env, tmp_path):
+    junit, js = tmp_path / "grade.xml", tmp_path / "grade.json"
+    r = CliRunner().invoke(cli, ["grade", "--no-build", "--configs", "lazy1-cow1", "--checks",
+                                 "smolprobe-numbers,smolprobe-verdict", "--junit", str(junit),
+                                 "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(js.read_text())
+    assert [(c["name"], c["passed"]) for c in data["checks"]] == [
+        ("smolprobe-numbers", True), ("smolprobe-verdict", True)]
+    assert data["points"] == data["max_points"] == 20
+    root = ET.parse(junit).getroot()
+    assert (root.get("tests"), root.get("failures")) == ("2", "0")
+
+
+# --------------------------------------------------------------------------- plot's runs
+
+def test_plot_plan_runs_what_its_charts_need():
+    from nexos.plot import PlotPlan
+
+    eager, lazy, cow = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(1, 1)
+    plan = PlotPlan((1, 2, 3), 40, (16, 64), (1, 4))
+    assert [(c, r.command()) for c, r in plan.probes()] == [
+        (eager, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --trace"),
+        (lazy, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --trace"),
+        (lazy, "smolprobe --prompt-tokens 1,2,3 --gen-len 13 --seq-len 16"),
+        (lazy, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --seq-len 64"),
+        (cow, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --samples 1"),
+        (lazy, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --samples 1"),
+        (cow, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --samples 4"),
+        (lazy, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --samples 4"),
+    ]
+    assert plan.configs() == [eager, lazy, cow]
+    assert PlotPlan((1, 2, 3), 40, (), ()).configs() == [eager, lazy]  # '' skips a chart
+
+
+def test_compare_runs_the_single_request_then_the_samples_runs():
+    from nexos.compare import compare_probes
+    from nexos.records import ProbeRequest
+
+    def names(probes: list) -> list[tuple[str, int | None]]:
+        return [(c.name, r.samples) for c, r in probes]
+
+    req = ProbeRequest((1, 2, 3), 10)
+    assert names(compare_probes(req, None, False, 512)) == [
+        ("lazy0-cow0", None), ("lazy1-cow0", None)]
+    assert names(compare_probes(req, 4, False, 512)) == [
+        ("lazy0-cow0", None), ("lazy1-cow0", None), ("lazy1-cow0", 4), ("lazy1-cow1", 4)]
+    assert names(compare_probes(req, 2, True, 256)) == [
+        (f"{n}-mem256", s) for s in (None, 2) for n in ALL_FOUR]

@@ -1,4 +1,4 @@
-"""The `nexos` command line end to end against the real kernel in QEMU (issue 5).
+"""The `nexos` command line end to end against the real kernel in QEMU (docs/harness.md).
 
 Each test runs the console entry point (`python -m nexos`) as a subprocess, as a user or CI
 would, on kernels that the build_kernel fixture made first (so the commands run --no-build
@@ -25,15 +25,16 @@ from nexos.kvcache import KvShape, active_pages_est, max_kv_pages
 
 pytestmark = pytest.mark.qemu
 
-EAGER, LAZY = BuildConfig(0, 0), BuildConfig(1, 0)
+EAGER, LAZY, COW = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(1, 1)
 
 
-def nexos(repo: Path, *args: str, timeout: float = 600, **env: str
+def nexos(repo: Path, *args: str, timeout: float = 600, cwd: Path | None = None, **env: str
           ) -> subprocess.CompletedProcess[str]:
     """Run `nexos ARGS` to completion; stdout and stderr captured as text."""
     e = {**os.environ, "NEXOS_REPO": str(repo), "COLUMNS": "120", **env}
     return subprocess.run([sys.executable, "-m", "nexos", *args], env=e, text=True,
-                          capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+                          capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          cwd=cwd)
 
 
 def model_shape(build_dir: Path, seq_len: int = 256) -> KvShape:
@@ -115,7 +116,7 @@ def test_killed_nexos_run_leaves_no_qemu(build_kernel, repo, sig):
 # --------------------------------------------------------------------------- nexos compare
 
 def test_compare_json_eager_vs_lazy_figures(build_kernel, repo):
-    """The main demo's figures are the DESIGN.md §5 formulas computed here from the
+    """The main demo's figures are the formulas of docs/smolprobe.md computed here from the
     checkpoint's geometry: eager maps the whole reservation at sbrk, lazy maps exactly the
     pages that the prompt+gen rows span."""
     dirs = {c: build_kernel(c, llm=True) for c in (EAGER, LAZY)}
@@ -147,6 +148,48 @@ def test_compare_json_eager_vs_lazy_figures(build_kernel, repo):
     assert lazy["saved_pages"] == mx - active
     assert lazy["saved_percent"] == 100 * (mx - active) // mx
     assert lazy["verdict"] == "LAZY_STYLE"
+
+
+def test_compare_samples_adds_the_parallel_runs(build_kernel, repo):
+    """`compare --samples 4`: the single request on eager and lazy (their sbrk verdicts),
+    and the --samples run on the lazy kernel with COW off and on (the fork verdicts)."""
+    for c in (EAGER, LAZY, COW):
+        build_kernel(c, llm=True)
+    r = nexos(repo, "compare", "--no-build", "--json", "--samples", "4", timeout=1800)
+    assert r.returncode == 0, r.stderr + r.stdout
+    recs = json.loads(r.stdout)
+    single = {x["config"]: x for x in recs if x["samples"] is None}
+    parallel = {x["config"]: x for x in recs if x["samples"] == 4}
+    assert len(recs) == 4 and set(single) == {"lazy0-cow0", "lazy1-cow0"}
+    assert set(parallel) == {"lazy1-cow0", "lazy1-cow1"}
+    assert single["lazy0-cow0"]["verdict"] == "EAGER_STYLE"
+    assert single["lazy1-cow0"]["verdict"] == "LAZY_STYLE"
+    for x in recs:
+        assert x["problem"] is None and x["error"] is None, x
+    cow, copying = parallel["lazy1-cow1"]["parallel"], parallel["lazy1-cow0"]["parallel"]
+    assert cow["verdict"] == "COW_STYLE" and copying["verdict"] == "EAGER_FORK_STYLE"
+    for p in (cow, copying):
+        assert p["branches"] == 4
+        assert p["saved_pages"] == p["eager_copy_pages"] - p["actual_copied_pages"]
+        assert len(p["branch_lines"]) == p["forked"] - len(p["killed"])
+        assert p["forked"] == 4 or p["fork_failures"]  # a copying fork may run out of memory
+        assert p["cow_copies"] == sum(b["cow_copies"] for b in p["branch_lines"])
+    assert cow["forked"] == 4 and not cow["killed"]
+    assert cow["actual_copied_pages"] < cow["eager_copy_pages"] // 100  # COW saves > 99%
+    assert copying["cow_copies"] == 0
+    assert copying["actual_copied_pages"] >= copying["eager_copy_pages"]
+
+
+def test_probe_json_is_one_record(build_kernel, repo):
+    build_kernel(COW, llm=True)
+    r = nexos(repo, "probe", "--no-build", "--lazy", "1", "--cow", "1", "--json", "--",
+              "--prompt-tokens", "4,5", "--gen-len", "2")
+    assert r.returncode == 0, r.stderr + r.stdout
+    rec = json.loads(r.stdout)
+    assert rec["config"] == "lazy1-cow1" and rec["command"] == (
+        "smolprobe --prompt-tokens 4,5 --gen-len 2")
+    assert rec["verdict"] == "LAZY_STYLE" and rec["problem"] is None
+    assert rec["actual_mapped_pages"] == rec["expected_active_pages_est"]
 
 
 # --------------------------------------------------------------------------- nexos grade
@@ -191,20 +234,45 @@ def test_grade_wrong_kernel_fails_every_check_with_evidence(build_kernel, tmp_pa
     assert "0/30" in r.stdout
 
 
+def test_grade_parallel_check_in_every_configuration(build_kernel, repo, tmp_path):
+    """The opt-in smolprobe-parallel check passes on all four kernels."""
+    for c in (BuildConfig(0, 0), BuildConfig(0, 1), BuildConfig(1, 0), BuildConfig(1, 1)):
+        build_kernel(c, llm=True)
+    js = tmp_path / "grade.json"
+    r = nexos(repo, "grade", "--no-build", "--checks", "smolprobe-parallel", "--json", str(js),
+              timeout=3600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads(js.read_text())
+    assert [(c["config"], c["name"]) for c in data["checks"]] == [
+        (name, "smolprobe-parallel") for name in
+        ("lazy0-cow0", "lazy0-cow1", "lazy1-cow0", "lazy1-cow1")]
+    assert data["passed"] is True and data["points"] == data["max_points"] == 40
+
+
 # --------------------------------------------------------------------------- nexos plot
 
-def test_plot_writes_readable_pngs(build_kernel, repo, tmp_path):
-    for c in (EAGER, LAZY):
+PLOTS = ("kv_pages_vs_tokens.png", "saved_vs_seq_len.png", "pages_vs_branches.png")
+
+
+def test_plot_defaults_write_readable_pngs(build_kernel, repo, tmp_path):
+    """`nexos plot` with its default options (run in an empty folder: the default --out is
+    build/plots/ there) writes the three charts; matplotlib reads them back."""
+    import matplotlib.image
+
+    for c in (EAGER, LAZY, COW):
         build_kernel(c, llm=True)
-    out = tmp_path / "plots"
-    r = nexos(repo, "plot", "--no-build", "--gen-len", "6", "--seq-lens", "16",
-              "--branches", "", "--out", str(out))
+    r = nexos(repo, "plot", "--no-build", timeout=3600, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
-    for name in ("kv_pages_vs_tokens.png", "saved_vs_seq_len.png"):
+    out = tmp_path / "build" / "plots"
+    assert sorted(p.name for p in out.iterdir()) == sorted(PLOTS)
+    for name in PLOTS:
         png = out / name
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert png.stat().st_size > 10_000
-        assert str(png) in r.stdout
+        assert png.stat().st_size > 20_000
+        pixels = matplotlib.image.imread(png)
+        assert pixels.shape[:2] == (540, 840)  # figsize 7 x 4.5 inches at 120 dpi
+        assert pixels.std() > 0.05  # lines and text, not a blank canvas
+        assert f"wrote {Path('build/plots') / name}" in r.stdout
 
 
 HIDDEN_OK = """#include "kernel/types.h"

@@ -1,11 +1,11 @@
-"""smolprobe --samples N in the real kernel (issue 6): parallel sampling by fork.
+"""smolprobe --samples N in the real kernel: parallel sampling by fork.
 
 The parent prefills the prompt, forks N branches that share its KV cache, gives its own KV
 reservation back, and releases the branches one at a time (docs/smolprobe.md). The tests
 compute from the geometry which KV pages each branch writes and which of them it shares, and
 check the branch's counters against it: with COW every branch but the last copies each
-shared page it writes (the half-filled prompt pages, seed section 4.4), the last one reuses
-them; pages past the prompt are new lazy pages; the non-KV pages it writes are the
+shared page it writes (the half-filled prompt pages), the last one reuses them; pages past
+the prompt are new lazy pages; the non-KV pages it writes are the
 ``state_pages`` smolprobe reports. Without COW nothing is copied on a fault, and with the
 default model four eager forks do not fit the 512 MiB guest: smolprobe says so, runs the
 branches that forked, and no page leaks. Branch tokens equal the numpy reference.

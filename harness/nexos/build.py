@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from nexos.config import BuildConfig
-from nexos.toolchain import find_toolchain
+from nexos.toolchain import find_gcc, find_toolchain
 
 MAX_PARALLEL = 2  # the machine is shared; never more than two makes at a time
 
@@ -39,8 +39,11 @@ class BuildResult:
 
 def make_command(repo: Path, config: BuildConfig, llm: bool = False,
                  extra: tuple[str, ...] = ()) -> list[str]:
-    """The make invocation for one configuration (default target, plus `llm` if asked)."""
-    cmd = [*make_base(repo), *config.make_vars(), *extra]
+    """The make invocation for one configuration (default target, plus `llm` if asked), with
+    the cross compiler the harness found as TOOLPREFIX (none found: make says so itself)."""
+    gcc = find_gcc()
+    toolprefix = [f"TOOLPREFIX={gcc[0]}"] if gcc else []
+    cmd = [*make_base(repo), *toolprefix, *config.make_vars(), *extra]
     if llm:
         cmd.append("llm")
     return cmd

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -13,37 +11,28 @@ from rich.console import Console
 from rich.markup import escape
 
 from nexos.build import BuildError, build_all, ensure_built
-from nexos.compare import (
-    ProbeRequest,
-    ProbeRun,
-    compare_configs,
-    probe_record,
-    run_many,
-    run_probe,
-)
-from nexos.config import BuildConfig, ConfigError, find_repo, matrix
-from nexos.grade import (
-    CHECK_NAMES,
-    DEFAULT_CHECK_NAMES,
-    CheckResult,
-    CheckSpec,
-    default_checks,
-    grade_config,
-    judge_test_program,
-)
+from nexos.compare import ProbeFailed, compare_probes, probe_record, run_probe, run_probes
+from nexos.config import ALL_CONFIGS, BuildConfig, ConfigError, find_repo, matrix
+from nexos.grade import CHECK_NAMES, DEFAULT_CHECK_NAMES, grade_all, hidden_checks, select_checks
 from nexos.model.cli import model
-from nexos.parse import ParseError, SmolprobeResult, find_problems, parse_smolprobe
+from nexos.parse import ParseError, find_problems
 from nexos.qemu import QemuError, QemuSession, kill_all
+from nexos.records import CheckResult, ProbeRequest
 from nexos.report import (
     compare_table,
+    formulas_note,
     grade_json,
     grade_junit,
     grade_table,
     parallel_table,
     probe_table,
+    record_json,
+    records_json,
     write_text,
 )
 from nexos.toolchain import ToolchainError, find_toolchain
+
+MAX_SAMPLES = 6  # smolprobe's limit (docs/smolprobe.md, "A branch that dies")
 
 err = Console(stderr=True)
 out = Console()
@@ -81,7 +70,7 @@ class NexosGroup(click.Group):
             if e.excerpt:
                 click.echo(e.excerpt, err=True)
             fail(str(e))
-        except QemuError as e:
+        except (QemuError, ProbeFailed) as e:
             if e.evidence and e.evidence.strip() not in str(e):
                 click.echo(e.evidence.rstrip()[-1500:], err=True)
             fail(str(e))
@@ -225,7 +214,7 @@ def probe(lazy: int, cow: int, memsize: int, timeout: float, as_json: bool, no_b
         fail(run_.problem)
     assert run_.result is not None
     if as_json:
-        click.echo(json.dumps(probe_record(run_, req), indent=2))
+        click.echo(record_json(probe_record(run_, req)))
     else:
         out.print(probe_table(run_.result, f"smolprobe on {cfg.name} ({run_.seconds:.1f}s)"))
     if run_.result.error:
@@ -239,8 +228,8 @@ def request_options(f: Any) -> Any:
         click.option("--gen-len", type=click.IntRange(0), default=10, show_default=True),
         click.option("--seq-len", type=click.IntRange(1), default=None,
                      help="smolprobe --seq-len (runtime_seq_len, default 256)."),
-        click.option("--samples", type=click.IntRange(1, 6), default=None,
-                     help="Parallel sampling branches, 1..6 (smolprobe --samples)."),
+        click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), default=None,
+                     help=f"Parallel sampling branches, 1..{MAX_SAMPLES} (smolprobe --samples)."),
         click.option("--timeout", type=float, default=900.0, show_default=True),
     ]):
         f = opt(f)
@@ -257,53 +246,68 @@ def compare(prompt: tuple[int, ...], gen_len: int, seq_len: int | None, samples:
             timeout: float, all_: bool, as_json: bool, memsize: int, no_build: bool) -> None:
     """smolprobe on eager (LAZY_ALLOC=0) vs lazy (LAZY_ALLOC=1), side by side.
 
-    With --samples N smolprobe forks N branches after the prompt, and the lazy kernel with
-    COW_ALLOC=1 joins, for a second table: parallel sampling with COW off and on."""
-    configs = compare_configs(all_, samples, memsize)
-    req = ProbeRequest(prompt, gen_len, seq_len, samples)
-    r = prepare(configs, True, no_build)
-    runs = run_many(r, configs, req, timeout, jobs=2)
-    records = [probe_record(x, req) for x in runs]
+    With --samples N the same request with --samples N also runs on the lazy kernel with
+    COW_ALLOC=0 and =1 (smolprobe forks N branches after the prompt), for a second table:
+    parallel sampling with COW off and on."""
+    req = ProbeRequest(prompt, gen_len, seq_len)
+    probes = compare_probes(req, samples, all_, memsize)
+    r = prepare(list(dict.fromkeys(c for c, _ in probes)), True, no_build)
+    records = [probe_record(run_, asked)
+               for run_, (_, asked) in zip(run_probes(r, probes, timeout), probes)]
     if as_json:
-        click.echo(json.dumps(records, indent=2))
+        click.echo(records_json(records))
     else:
         out.print(compare_table(records, req.command()))
-        exp_max, exp_active = req.expected()
-        out.print(f"DESIGN.md §5 formulas: max_kv_pages={exp_max} "
-                  f"active_pages_est={exp_active}", highlight=False)
+        out.print(formulas_note(req), highlight=False)
         par = parallel_table(records)
         if par is not None:
             out.print(par)
-    if any(x.problem or (x.result and x.result.error) for x in runs):
-        sys.exit(1)
+    sys.exit(1 if any(x.failed for x in records) else 0)
 
 
-def hidden_checks(values: tuple[str, ...], scale: float) -> tuple[list[Path], list[CheckSpec]]:
-    """`tests/hidden/foo.c:25` -> the source (absolute) and a check `foo` worth 25 points."""
-    sources, specs = [], []
-    for v in values:
-        path, _, pts = v.rpartition(":") if v.rpartition(":")[2].isdigit() else (v, "", "")
-        src = Path(path).resolve()
-        if src.suffix != ".c" or not src.is_file():
-            raise click.BadParameter(f"{v!r}: need an existing .c file", param_hint="--hidden")
-        if src.stem in CHECK_NAMES or any(s.name == src.stem for s in specs):
-            raise click.BadParameter(f"{v!r}: the name {src.stem} is taken",
-                                     param_hint="--hidden")
-        sources.append(src)
-        specs.append(CheckSpec(src.stem, int(pts or 10), False, src.stem, 600 * scale,
-                               judge_test_program))
-    return sources, specs
+CONFIG_NAMES = tuple(BuildConfig(lazy, cow).name for lazy, cow in ALL_CONFIGS)
+EXPECTED_CONFIGS = f"expected {', '.join(CONFIG_NAMES[:-1])} or {CONFIG_NAMES[-1]}"
 
 
-def parse_configs(values: tuple[str, ...], memsize: int) -> list[BuildConfig]:
-    names = [v for value in values for v in value.replace(" ", ",").split(";") if v]
-    if not names:
-        return matrix(memsize)
-    out_: list[BuildConfig] = []
-    for n in names:
-        for part in n.split("+"):
-            out_.append(BuildConfig.parse(part, memsize))
-    return out_
+class OptionError(click.ClickException):
+    """A bad option value, reported as `nexos: error: <message>` with exit status 2."""
+
+    exit_code = 2
+
+
+def config_names(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+                 ) -> list[str]:
+    """--configs values -> configuration names in order, duplicates dropped. Each value is
+    one or more names separated by commas or spaces; none at all means all four."""
+    names: list[str] = []
+    for value in values:
+        pieces = value.replace(",", " ").split()
+        if not pieces:
+            raise OptionError(f"--configs: {value!r} names no configuration "
+                              f"({EXPECTED_CONFIGS})")
+        for piece in pieces:
+            if piece not in CONFIG_NAMES:
+                raise OptionError(f"--configs: {piece!r} is not a configuration "
+                                  f"({EXPECTED_CONFIGS})")
+            names.append(piece)
+    return list(dict.fromkeys(names or CONFIG_NAMES))
+
+
+def check_names(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    """--checks `a,b` -> ["a", "b"]; an unknown name is a bad parameter."""
+    names = [c.strip() for c in value.split(",") if c.strip()]
+    try:
+        select_checks(names)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    return names
+
+
+def report_result(result: CheckResult) -> None:
+    """One progress line on stderr as each check finishes."""
+    mark = "[green]PASS" if result.passed else "[red]FAIL"
+    err.print(f"{result.config} {result.name}: {mark}[/] ({result.seconds:.0f}s) "
+              f"{escape(result.message[:120])}", highlight=False, soft_wrap=True)
 
 
 @cli.command()
@@ -311,9 +315,11 @@ def parse_configs(values: tuple[str, ...], memsize: int) -> list[BuildConfig]:
               help="Write the results as JSON to this file.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write JUnit XML to this file.")
-@click.option("--configs", "configs", multiple=True,
-              help="Configurations, e.g. lazy1-cow1 (repeat, or join with '+'); default all 4.")
+@click.option("--configs", "configs", multiple=True, callback=config_names,
+              help=f"Configurations out of {', '.join(CONFIG_NAMES)}: separated by commas "
+                   "or spaces, or --configs repeated; default all four.")
 @click.option("--checks", "checks", default=",".join(DEFAULT_CHECK_NAMES), show_default=True,
+              callback=check_names,
               help=f"Comma-separated checks out of: {', '.join(CHECK_NAMES)}.")
 @click.option("--timeout-scale", type=click.FloatRange(0.01), default=1.0, show_default=True,
               help="Multiply every check's time limit.")
@@ -325,38 +331,20 @@ def parse_configs(values: tuple[str, ...], memsize: int) -> list[BuildConfig]:
                    "Repeat for more.")
 @mem_opt
 @nobuild_opt
-def grade(json_path: Path | None, junit_path: Path | None, configs: tuple[str, ...],
-          checks: str, timeout_scale: float, transcripts: Path | None, hidden: tuple[str, ...],
-          memsize: int, no_build: bool) -> None:
+def grade(json_path: Path | None, junit_path: Path | None, configs: list[str],
+          checks: list[str], timeout_scale: float, transcripts: Path | None,
+          hidden: tuple[str, ...], memsize: int, no_build: bool) -> None:
     """Run every check on every configuration; points; non-zero exit on any failure."""
-    cfgs = parse_configs(configs, memsize)
-    wanted = [c.strip() for c in checks.split(",") if c.strip()]
-    unknown = [c for c in wanted if c not in CHECK_NAMES]
-    if unknown:
-        raise click.BadParameter(f"unknown check(s) {', '.join(unknown)}; "
-                                 f"known: {', '.join(CHECK_NAMES)}", param_hint="--checks")
-    specs = [c for c in default_checks(scale=timeout_scale) if c.name in wanted]
-    sources, extra_specs = hidden_checks(hidden, timeout_scale)
-    specs += extra_specs
-    needs_llm = any(c.llm for c in specs)
+    try:
+        sources, hidden_specs = hidden_checks(hidden, timeout_scale)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--hidden") from None
+    specs = select_checks(checks, timeout_scale) + hidden_specs
+    cfgs = [BuildConfig.parse(name, memsize) for name in configs]
     r = repo()
-    results: list[CheckResult] = []
-    find_toolchain(need_gcc=not no_build)
-    if not no_build:  # a configuration that does not build fails its `build` check
-        extra = (f"EXTRA_UPROGS={' '.join(str(x) for x in sources)}",) if sources else ()
-        for b in build_all(r, cfgs, llm=needs_llm, console=err, extra=extra):
-            if not b.ok:
-                results.append(CheckResult(b.config.name, "build", False, 0, 0, b.seconds,
-                                           "make failed", b.excerpt))
-    broken = {x.config for x in results}
-    if transcripts:
-        transcripts.mkdir(parents=True, exist_ok=True)
-    for cfg in cfgs:
-        if cfg.name in broken:
-            continue
-        results += grade_config(r, cfg, specs, transcripts, on_result=lambda x: err.print(
-            f"{x.config} {x.name}: {'[green]PASS' if x.passed else '[red]FAIL'}[/] "
-            f"({x.seconds:.0f}s) {escape(x.message[:120])}", highlight=False, soft_wrap=True))
+    find_toolchain(need_gcc=not no_build)  # both tools named at once when both are missing
+    results = grade_all(r, cfgs, specs, sources, build=not no_build,
+                        transcript_dir=transcripts, console=err, on_result=report_result)
     out.print(grade_table(results))
     if json_path:
         write_text(json_path, grade_json(results))
@@ -365,14 +353,16 @@ def grade(json_path: Path | None, junit_path: Path | None, configs: tuple[str, .
     sys.exit(0 if all(x.passed for x in results) else 1)
 
 
-def int_list(text: str, what: str) -> list[int]:
-    """`64,128,256` -> [64, 128, 256]; the empty string -> []."""
+def int_list(text: str, what: str, most: int | None = None) -> tuple[int, ...]:
+    """`64,128,256` -> (64, 128, 256); the empty string -> (). Values 1..most."""
     try:
-        vals = [int(x) for x in text.split(",") if x.strip()]
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise click.BadParameter(f"{text!r} is not a list of integers", param_hint=what) from None
     if any(v < 1 for v in vals):
         raise click.BadParameter(f"{text!r}: values must be >= 1", param_hint=what)
+    if most is not None and any(v > most for v in vals):
+        raise click.BadParameter(f"{text!r}: values must be <= {most}", param_hint=what)
     return vals
 
 
@@ -385,73 +375,21 @@ def int_list(text: str, what: str) -> list[int]:
 @click.option("--seq-lens", default="64,128,256", show_default=True,
               help="seq_len values for the saved-fraction figure ('' skips it).")
 @click.option("--branches", default="1,2,4", show_default=True,
-              help="--samples values for the branches figure ('' skips it).")
+              help=f"--samples values (1..{MAX_SAMPLES}) for the branches figure "
+                   "('' skips it).")
 @click.option("--timeout", type=float, default=900.0, show_default=True)
 @nobuild_opt
 def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, branches: str,
          timeout: float, no_build: bool) -> None:
     """PNG figures: mapped KV pages vs tokens (eager vs lazy, from --trace); saved fraction vs
     seq_len (lazy); pages the branches of --samples N cost vs N (COW on vs off)."""
-    from nexos.plot import plot_branches, plot_saved, plot_trace  # matplotlib loads slowly
+    from nexos.plot import PlotPlan, write_plots  # matplotlib loads slowly
 
-    lens, ns = int_list(seq_lens, "--seq-lens"), int_list(branches, "--branches")
-    eager, lazy, cow = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(1, 1)
-    configs = [eager, lazy] + ([cow] if ns else [])
-    r = prepare(configs, True, no_build)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    trace = ProbeRequest(prompt, gen_len, trace=True)
-    jobs: list[tuple[BuildConfig, ProbeRequest]] = [(eager, trace), (lazy, trace)]
-    for n in lens:
-        jobs.append((lazy, ProbeRequest(prompt, min(gen_len, max(n - len(prompt), 0)),
-                                        seq_len=n)))
-    for n in ns:
-        jobs += [(cow, ProbeRequest(prompt, gen_len, samples=n)),
-                 (lazy, ProbeRequest(prompt, gen_len, samples=n))]
-    runs = run_jobs(r, jobs, timeout)
-    written = [plot_trace({f"{x.config.label} ({x.config.name})": need(x, "trace").trace
-                           for x in runs[:2]}, out_dir / "kv_pages_vs_tokens.png",
-                          trace.expected()[0])]
-    if lens:
-        points = []
-        for (_, req), x in zip(jobs[2:2 + len(lens)], runs[2:2 + len(lens)]):
-            summary = need(x, "SUMMARY").summary
-            assert summary is not None and req.seq_len is not None
-            mx, active = req.expected()
-            points.append((req.seq_len, float(summary.saved_percent), 100.0 * (mx - active) / mx))
-        written.append(plot_saved(points, out_dir / "saved_vs_seq_len.png"))
-    if ns:
-        series: dict[str, list[tuple[int, int]]] = {}
-        for (cfg, req), x in zip(jobs[2 + len(lens):], runs[2 + len(lens):]):
-            p = need(x, "PARALLEL_SUMMARY").parallel
-            assert p is not None and req.samples is not None
-            label = f"{'COW' if cfg.cow else 'copying'} fork ({cfg.name}): pages copied"
-            series.setdefault(label, []).append((req.samples, p.actual_copied_pages))
-            if cfg.cow:
-                series.setdefault("an eager fork would copy", []).append(
-                    (req.samples, p.eager_copy_pages))
-        written.append(plot_branches(series, out_dir / "pages_vs_branches.png"))
-    for w in written:
-        click.echo(f"wrote {w}")
-
-
-def run_jobs(r: Path, jobs: list[tuple[BuildConfig, ProbeRequest]], timeout: float
-             ) -> list[ProbeRun]:
-    """run_probe for every (configuration, request), two QEMUs at a time, in order."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(lambda j: run_probe(r, j[0], j[1], timeout), jobs))
-
-
-def need(x: ProbeRun, what: str) -> SmolprobeResult:
-    """The parsed result of a run that printed `what`; otherwise a one-line error."""
-    res = x.result
-    ok = res is not None and not res.error and {
-        "trace": bool(res.trace), "SUMMARY": res.summary is not None,
-        "PARALLEL_SUMMARY": res.parallel is not None}[what]
-    if not ok:
-        why = x.problem or (res.error if res and res.error else f"no {what} line")
-        fail(f"{x.config.name} `{x.command}`: {why}")
-    assert res is not None
-    return res
+    plan = PlotPlan(prompt, gen_len, int_list(seq_lens, "--seq-lens"),
+                    int_list(branches, "--branches", MAX_SAMPLES))
+    r = prepare(plan.configs(), True, no_build)
+    for png in write_plots(plan, run_probes(r, plan.probes(), timeout), out_dir):
+        click.echo(f"wrote {png}")
 
 
 cli.add_command(model)
@@ -461,6 +399,3 @@ def main() -> None:
     """Console-script entry point."""
     cli.main(prog_name="nexos")
 
-
-# Re-exported for tests that parse captured output without booting.
-__all__ = ["cli", "main", "parse_smolprobe"]

@@ -7,11 +7,13 @@ evidence; the session is rebooted and the remaining checks still run.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nexos.compare import ProbeRequest
+from rich.console import Console
+
+from nexos.build import build_all
 from nexos.config import BuildConfig
 from nexos.kvcache import expected_verdict, saved_percent
 from nexos.parse import (
@@ -22,18 +24,7 @@ from nexos.parse import (
     parse_test_verdict,
 )
 from nexos.qemu import QemuError, QemuSession
-
-
-@dataclass
-class CheckResult:
-    config: str
-    name: str
-    passed: bool
-    points: int
-    max_points: int
-    seconds: float
-    message: str
-    evidence: str = ""
+from nexos.records import CheckResult, ProbeRequest
 
 
 @dataclass(frozen=True)
@@ -61,7 +52,8 @@ def probe_tolerance(active: int) -> int:
 
 
 def numbers_problems(res: SmolprobeResult, req: ProbeRequest) -> list[str]:
-    """Where the printed numbers disagree with the DESIGN.md §5 formulas (empty: all agree)."""
+    """Where the printed numbers disagree with the formulas of docs/smolprobe.md (empty:
+    all agree)."""
     assert res.summary and res.kv_capacity and res.reserve and res.request
     exp_max, exp_active = req.expected()
     s, problems = res.summary, []
@@ -168,6 +160,36 @@ def default_checks(req: ProbeRequest | None = None, scale: float = 1.0) -> list[
 
 CHECK_NAMES = tuple(c.name for c in default_checks())
 DEFAULT_CHECK_NAMES = tuple(n for n in CHECK_NAMES if n != "smolprobe-parallel")
+HIDDEN_POINTS = 10
+
+
+def select_checks(names: Sequence[str], scale: float = 1.0) -> list[CheckSpec]:
+    """The checks called `names`, in the order they run; ValueError naming any unknown."""
+    unknown = [n for n in names if n not in CHECK_NAMES]
+    if unknown:
+        raise ValueError(f"unknown check(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(CHECK_NAMES)}")
+    return [c for c in default_checks(scale=scale) if c.name in names]
+
+
+def hidden_checks(values: Sequence[str], scale: float = 1.0
+                  ) -> tuple[list[Path], list[CheckSpec]]:
+    """`tests/hidden/foo.c:25` -> the source (absolute) and a check `foo` worth 25 points
+    (HIDDEN_POINTS without `:N`) that passes on ALL TESTS PASSED. ValueError quoting the
+    value for a missing file or a name that is taken."""
+    sources: list[Path] = []
+    specs: list[CheckSpec] = []
+    for v in values:
+        path, _, pts = v.rpartition(":") if v.rpartition(":")[2].isdigit() else (v, "", "")
+        src = Path(path).resolve()
+        if src.suffix != ".c" or not src.is_file():
+            raise ValueError(f"{v!r}: need an existing .c file")
+        if src.stem in CHECK_NAMES or any(s.name == src.stem for s in specs):
+            raise ValueError(f"{v!r}: the name {src.stem} is taken")
+        sources.append(src)
+        specs.append(CheckSpec(src.stem, int(pts or HIDDEN_POINTS), False, src.stem,
+                               600 * scale, judge_test_program))
+    return sources, specs
 
 
 class _Sessions:
@@ -235,4 +257,28 @@ def grade_config(repo: Path, cfg: BuildConfig, checks: list[CheckSpec],
                 on_result(r)
     finally:
         sessions.close()
+    return results
+
+
+def grade_all(repo: Path, configs: list[BuildConfig], checks: list[CheckSpec],
+              hidden_sources: Sequence[Path] = (), build: bool = True,
+              transcript_dir: Path | None = None, console: Console | None = None,
+              on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+    """Build `configs` (unless not `build`; the hidden sources go to make as EXTRA_UPROGS)
+    and run `checks` on each. A configuration that does not build fails a `build` check and
+    is not booted; the others go on."""
+    results: list[CheckResult] = []
+    if build:
+        extra = (f"EXTRA_UPROGS={' '.join(map(str, hidden_sources))}",) if hidden_sources else ()
+        for b in build_all(repo, configs, llm=any(c.llm for c in checks), console=console,
+                           extra=extra):
+            if not b.ok:
+                results.append(CheckResult(b.config.name, "build", False, 0, 0, b.seconds,
+                                           "make failed", b.excerpt))
+    broken = {r.config for r in results}
+    if transcript_dir is not None:
+        transcript_dir.mkdir(parents=True, exist_ok=True)
+    for cfg in configs:
+        if cfg.name not in broken:
+            results += grade_config(repo, cfg, checks, transcript_dir, on_result)
     return results

@@ -1,8 +1,13 @@
 """Figures (matplotlib, PNG): KV pages mapped per token, saved fraction vs seq_len, and the
-physical pages that parallel-sampling branches cost against their number (COW vs copying)."""
+physical pages that parallel-sampling branches cost against their number (COW vs copying).
+
+`PlotPlan` says which smolprobe runs the figures need; `write_plots` draws them from the
+runs. matplotlib loads slowly: the command line imports this module only for `nexos plot`.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -12,7 +17,12 @@ import matplotlib.pyplot as plt  # noqa: E402  (backend must be chosen first)
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from nexos.compare import Probe, ProbeRun  # noqa: E402
+from nexos.config import BuildConfig  # noqa: E402
 from nexos.parse import TraceStep  # noqa: E402
+from nexos.records import ProbeRequest  # noqa: E402
+
+EAGER, LAZY, COW = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(1, 1)
 
 
 def _finish(fig: Figure, ax: Axes, out: Path) -> Path:
@@ -72,9 +82,77 @@ def plot_branches(series: dict[str, list[tuple[int, int]]], out: Path) -> Path:
         else:
             kw = {"marker": "o", "zorder": 2}
         ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **kw)
-    ax.set_xlabel("branches (smolprobe --samples N)")
+    ax.set_xlabel("branches that ran (smolprobe --samples N)")
     ax.set_ylabel("physical pages copied for the branches")
     ax.set_yscale("symlog", linthresh=100)
     ax.set_title("parallel sampling by fork: copy-on-write vs copying fork")
     ax.xaxis.get_major_locator().set_params(integer=True)
     return _finish(fig, ax, out)
+
+
+@dataclass(frozen=True)
+class PlotPlan:
+    """The figures `nexos plot` draws: the trace of `gen_len` tokens after `prompt` (eager
+    and lazy), the saved fraction at each of `seq_lens` (lazy; none: no figure), and the
+    pages copied for each of `branches` --samples values (COW on and off; none: no figure)."""
+
+    prompt: tuple[int, ...]
+    gen_len: int
+    seq_lens: tuple[int, ...]
+    branches: tuple[int, ...]
+
+    def trace_request(self) -> ProbeRequest:
+        return ProbeRequest(self.prompt, self.gen_len, trace=True)
+
+    def saved_requests(self) -> list[ProbeRequest]:
+        """One request per seq_len; the generated tokens are cut to fit the reservation."""
+        return [ProbeRequest(self.prompt, min(self.gen_len, max(n - len(self.prompt), 0)),
+                             seq_len=n) for n in self.seq_lens]
+
+    def probes(self) -> list[Probe]:
+        """Every run the figures need, in the order write_plots expects the runs."""
+        trace = self.trace_request()
+        probes: list[Probe] = [(EAGER, trace), (LAZY, trace)]
+        probes += [(LAZY, req) for req in self.saved_requests()]
+        for n in self.branches:
+            samples = ProbeRequest(self.prompt, self.gen_len, samples=n)
+            probes += [(COW, samples), (LAZY, samples)]
+        return probes
+
+    def configs(self) -> list[BuildConfig]:
+        return list(dict.fromkeys(c for c, _ in self.probes()))
+
+
+def write_plots(plan: PlotPlan, runs: list[ProbeRun], out_dir: Path) -> list[Path]:
+    """Draw plan's figures into out_dir from the runs of plan.probes() (in that order); the
+    PNGs written. ProbeFailed when a run has no usable result."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trace_runs, runs = runs[:2], runs[2:]
+    saved_runs, branch_runs = runs[:len(plan.seq_lens)], runs[len(plan.seq_lens):]
+    series = {f"{x.config.label} ({x.config.name})": x.usable("trace", lambda r: r.trace).trace
+              for x in trace_runs}
+    written = [plot_trace(series, out_dir / "kv_pages_vs_tokens.png",
+                          plan.trace_request().expected()[0])]
+    if plan.seq_lens:
+        points: list[tuple[int, float, float | None]] = []
+        for req, x in zip(plan.saved_requests(), saved_runs):
+            summary = x.usable("SUMMARY", lambda r: r.summary).summary
+            assert summary is not None and req.seq_len is not None
+            mx, active = req.expected()
+            points.append((req.seq_len, float(summary.saved_percent), 100.0 * (mx - active) / mx))
+        written.append(plot_saved(points, out_dir / "saved_vs_seq_len.png"))
+    if plan.branches:
+        copied: dict[str, list[tuple[int, int]]] = {}
+        for x in branch_runs:
+            p = x.usable("PARALLEL_SUMMARY", lambda r: r.parallel).parallel
+            assert p is not None
+            # at the branches that ran: a copying fork may run out of memory before N
+            label = f"{'COW' if x.config.cow else 'copying'} fork ({x.config.name})"
+            copied.setdefault(label + ": pages copied", []).append(
+                (p.branches, p.actual_copied_pages))
+            if x.config.cow:
+                copied.setdefault("an eager fork would copy", []).append(
+                    (p.branches, p.eager_copy_pages))
+        written.append(plot_branches({k: sorted(dict(v).items()) for k, v in copied.items()},
+                                     out_dir / "pages_vs_branches.png"))
+    return written

@@ -1,4 +1,4 @@
-"""Presentation of parsed records: rich tables, JSON and JUnit XML. No parsing, no QEMU."""
+"""Presentation of the records: rich tables, JSON and JUnit XML. No parsing, no QEMU."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
-from nexos.grade import CheckResult
 from nexos.parse import SmolprobeResult
+from nexos.records import CheckResult, ProbeRecord, ProbeRequest
 
 
 def probe_table(res: SmolprobeResult, title: str = "smolprobe") -> Table:
@@ -25,8 +25,9 @@ def probe_table(res: SmolprobeResult, title: str = "smolprobe") -> Table:
         return t
     parts = [("request", res.request), ("kv_capacity", res.kv_capacity),
              ("SUMMARY", res.summary), ("reserve_phase", res.reserve),
-             ("decode_phase", res.decode), ("fork_phase", res.fork),
-             ("PARALLEL_SUMMARY", res.parallel)]
+             ("prefill_phase", res.prefill), ("decode_phase", res.decode),
+             ("fork_phase", res.fork), ("PARALLEL_SUMMARY", res.parallel),
+             ("timing", res.timing)]
     for name, part in parts:
         if part is None:
             continue
@@ -36,43 +37,60 @@ def probe_table(res: SmolprobeResult, title: str = "smolprobe") -> Table:
     for b in res.branches:
         t.add_row(f"branch {b.index}", "cow_copies/reuses/new_kv_pages",
                   f"{b.cow_copies}/{b.cow_reuses}/{b.new_kv_pages}")
+    for gone in [*res.killed, *res.unstarted, *res.fork_failed]:
+        t.add_row(f"branch {gone.index}", "", gone.line)
     if res.tokens is not None:
         t.add_row("tokens", "", ",".join(map(str, res.tokens)))
     if res.trace:
         t.add_row("trace", "steps", str(len(res.trace)))
-    t.add_row("verdict", res.verdict or "", res.verdict_text)
+    if res.verdict:
+        t.add_row("verdict", res.verdict, res.verdict_text)
+    if res.parallel_verdict:
+        t.add_row("verdict", res.parallel_verdict, res.parallel_verdict_text)
     return t
 
 
-def _cell(rec: dict[str, object], key: str) -> str:
-    v = rec.get(key)
-    return "-" if v is None else str(v)
+def _cell(value: object) -> str:
+    return "-" if value is None else str(value)
 
 
-def _pair(rec: dict[str, object], a: str, b: str) -> str:
-    """`mapped / used` of one phase, `-` when absent."""
-    if rec.get(a) is None:
-        return "-"
-    return f"{rec[a]}/{_cell(rec, b)}"
+def _pair(mapped: int | None, used: int | None) -> str:
+    """`mapped/used` of one phase, `-` when absent."""
+    return "-" if mapped is None else f"{mapped}/{_cell(used)}"
 
 
-def config_label(rec: dict[str, object]) -> str:
-    """The build folder, `lazy0-cow0`: it names both flags, so it says eager or lazy too."""
-    return str(rec["config"])
+def _saved(pages: int | None, percent: int | None) -> str:
+    return "-" if pages is None else f"{pages} ({_cell(percent)}%)"
+
+
+def _seconds(rec: ProbeRecord) -> str:
+    return f"{rec.seconds:.0f}s" if rec.seconds else "-"
+
+
+def _why(rec: ProbeRecord) -> str:
+    """Why a failed run has no numbers, cut to fit a table cell."""
+    error = rec.numbers.error if rec.numbers else None
+    return f"[red]{(rec.problem or f'smolprobe error: {error}')[:60]}[/]"
 
 
 VERDICT_STYLE = {"LAZY_STYLE": "green", "EAGER_STYLE": "yellow", "MIXED": "red",
                  "COW_STYLE": "green", "EAGER_FORK_STYLE": "yellow"}
 
 
-def _verdict(v: object) -> str:
-    if v is None:
-        return "-"
-    return f"[{VERDICT_STYLE.get(str(v), 'red')}]{v}[/]"
+def _verdict(v: str | None) -> str:
+    return "-" if v is None else f"[{VERDICT_STYLE.get(v, 'red')}]{v}[/]"
 
 
-def compare_table(records: list[dict[str, object]], command: str = "") -> Table:
-    """One row per configuration (records from compare.probe_record); fits 80 columns."""
+def formulas_note(req: ProbeRequest) -> str:
+    """The line under the compare table: what the formulas give for the request."""
+    exp_max, exp_active = req.expected()
+    return (f"docs/smolprobe.md formulas: max_kv_pages={exp_max} "
+            f"active_pages_est={exp_active}")
+
+
+def compare_table(records: list[ProbeRecord], command: str = "") -> Table:
+    """One row per single-request run (the --samples runs are parallel_table's); the row's
+    kernel is the build folder, `lazy0-cow0`, which names both flags. Fits 80 columns."""
     t = Table(title="KV-cache pages: eager vs lazy sbrk", caption=command or None,
               box=box.SIMPLE_HEAD, title_style="bold", pad_edge=False, show_edge=False,
               padding=(0, 0))
@@ -83,54 +101,61 @@ def compare_table(records: list[dict[str, object]], command: str = "") -> Table:
     t.add_column("verdict", no_wrap=True)
     t.add_column("time", justify="right", no_wrap=True)
     for rec in records:
-        secs = f"{float(rec['seconds']):.0f}s" if rec.get("seconds") else "-"
-        if rec.get("problem") or rec.get("error"):
-            why = str(rec.get("problem") or f"smolprobe error: {rec.get('error')}")
-            t.add_row(config_label(rec), "-", "-", "-", "-", "-", f"[red]{why[:60]}[/]", secs)
+        if rec.samples is not None:
             continue
-        saved = "-"
-        if rec.get("saved_pages") is not None:
-            saved = f"{rec['saved_pages']} ({_cell(rec, 'saved_percent')}%)"
-        t.add_row(config_label(rec), _cell(rec, "max_kv_pages"),
-                  _cell(rec, "actual_mapped_pages"), saved,
-                  _pair(rec, "reserve_mapped_pages", "reserve_used_pages"),
-                  _pair(rec, "decode_mapped_pages", "decode_used_pages"),
-                  _verdict(rec.get("verdict")), secs)
+        n = rec.numbers
+        if rec.failed or n is None:
+            t.add_row(rec.config, "-", "-", "-", "-", "-", _why(rec), _seconds(rec))
+            continue
+        t.add_row(rec.config, _cell(n.max_kv_pages), _cell(n.actual_mapped_pages),
+                  _saved(n.saved_pages, n.saved_percent),
+                  _pair(n.reserve_mapped_pages, n.reserve_used_pages),
+                  _pair(n.decode_mapped_pages, n.decode_used_pages),
+                  _verdict(n.verdict), _seconds(rec))
     return t
 
 
-def parallel_table(records: list[dict[str, object]]) -> Table | None:
-    """The --samples table: one row per configuration that forked; None when none did.
-    A fork that failed (COW_ALLOC=0 out of memory) shows as forked < branches and in the
-    caption with smolprobe's own line."""
-    rows = [r for r in records if isinstance(r.get("parallel"), dict)]
+def parallel_table(records: list[ProbeRecord]) -> Table | None:
+    """The --samples table: one row per --samples run (the kernel's name says COW off or
+    on); None when there is none. A fork that failed (COW_ALLOC=0 out of memory) or a
+    branch that was killed shows as forked < asked or in red, and in the caption with
+    smolprobe's own line. Fits 80 columns."""
+    rows = [r for r in records if r.samples is not None]
     if not rows:
         return None
-    notes = [f"{r['config']}: {line}" for r in rows
-             for line in r["parallel"].get("fork_failures", [])]  # type: ignore[union-attr]
+    commands = list(dict.fromkeys(r.command for r in rows))
+    notes = [f"{r.config}: {line}" for r in rows
+             if r.numbers is not None and r.numbers.parallel is not None
+             for line in (*r.numbers.parallel.killed, *r.numbers.parallel.unstarted,
+                          *r.numbers.parallel.fork_failures)]
     t = Table(title="Parallel sampling by fork: COW off vs on", box=box.SIMPLE_HEAD,
-              title_style="bold", pad_edge=False, collapse_padding=True,
-              caption="\n".join(notes[:4]) or None)
+              title_style="bold", pad_edge=False, show_edge=False, padding=(0, 0),
+              caption="\n".join([*commands, *notes[:4]]))
     t.add_column("kernel", no_wrap=True)
-    t.add_column("COW", no_wrap=True)
-    for head in ("forked", "eager\ncopy", "copied", "saved", "cow\ncopies", "cow\nreuses",
-                 "new KV\npages"):
+    for head in ("forked", "eager\ncopy", "copied", "saved", "COW\ncopy", "COW\nreuse",
+                 "new\nKV"):
         t.add_column(head, justify="right", no_wrap=True)
     t.add_column("verdict", no_wrap=True)
     for rec in rows:
-        p = rec["parallel"]
-        assert isinstance(p, dict)
-        saved = "-"
-        if p.get("saved_pages") is not None:
-            saved = f"{p['saved_pages']} ({_cell(p, 'saved_percent')}%)"
-        forked = f"{p['forked']}/{p['branches']}"
-        if p.get("fork_failures"):
+        p = rec.numbers.parallel if rec.numbers else None
+        if rec.failed or p is None:
+            t.add_row(rec.config, "-", "-", "-", "-", "-", "-", "-", _why(rec))
+            continue
+        forked = f"{p.forked}/{p.branches}"
+        if p.fork_failures or p.killed or p.unstarted:
             forked = f"[red]{forked}[/]"
-        t.add_row(str(rec["config"]), "on" if rec.get("cow") else "off", forked,
-                  _cell(p, "eager_copy_pages"), _cell(p, "actual_copied_pages"), saved,
-                  _cell(p, "cow_copies"), _cell(p, "cow_reuses"), _cell(p, "new_kv_pages"),
-                  _verdict(p.get("verdict")))
+        t.add_row(rec.config, forked, _cell(p.eager_copy_pages), _cell(p.actual_copied_pages),
+                  _saved(p.saved_pages, p.saved_percent), _cell(p.cow_copies),
+                  _cell(p.cow_reuses), _cell(p.new_kv_pages), _verdict(p.verdict))
     return t
+
+
+def record_json(record: ProbeRecord) -> str:
+    return json.dumps(record.to_json(), indent=2)
+
+
+def records_json(records: list[ProbeRecord]) -> str:
+    return json.dumps([r.to_json() for r in records], indent=2)
 
 
 def grade_table(results: list[CheckResult]) -> Table:

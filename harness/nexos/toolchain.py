@@ -17,7 +17,7 @@ class ToolchainError(RuntimeError):
 
 @dataclass(frozen=True)
 class Toolchain:
-    prefix: str  # e.g. "riscv64-unknown-elf-" (passed to make as TOOLPREFIX)
+    prefix: str  # e.g. "riscv64-unknown-elf-"; make gets it as TOOLPREFIX (build.make_command)
     gcc: str     # absolute path of <prefix>gcc
     qemu: str    # absolute path of qemu-system-riscv64
 

@@ -1,0 +1,235 @@
+"""The records that several harness modules share: what to ask smolprobe for
+(`ProbeRequest`), what one run showed (`ProbeRecord`, the rows of `nexos compare` and its
+`--json`), and one grading check's outcome (`CheckResult`).
+
+Plain data only: this module imports no other harness module but the page formulas.
+The JSON keys are listed in docs/harness.md.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from nexos.kvcache import KvShape, active_pages_est, max_kv_pages
+
+DEFAULT_PROMPT = (1, 2, 3)
+DEFAULT_GEN = 10
+
+JsonScalar = int | float | str | None
+Json = JsonScalar | list["Json"] | dict[str, "Json"]
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """What to ask smolprobe for. `extra` are further flags passed through verbatim."""
+
+    prompt_tokens: tuple[int, ...] = DEFAULT_PROMPT
+    gen_len: int = DEFAULT_GEN
+    seq_len: int | None = None
+    samples: int | None = None
+    trace: bool = False
+    extra: tuple[str, ...] = ()
+
+    def args(self) -> list[str]:
+        a = ["--prompt-tokens", ",".join(str(t) for t in self.prompt_tokens),
+             "--gen-len", str(self.gen_len)]
+        if self.seq_len is not None:
+            a += ["--seq-len", str(self.seq_len)]
+        if self.samples is not None:
+            a += ["--samples", str(self.samples)]
+        if self.trace:
+            a.append("--trace")
+        return a + list(self.extra)
+
+    @classmethod
+    def from_args(cls, args: tuple[str, ...] | list[str]) -> ProbeRequest:
+        """Parse smolprobe's own flags; anything unknown is kept in `extra` verbatim.
+        ValueError on a malformed value of a known flag."""
+        prompt, gen_len, seq_len, samples = DEFAULT_PROMPT, DEFAULT_GEN, None, None
+        trace = False
+        extra: list[str] = []
+        it = iter(args)
+        for a in it:
+            flag, eq, val = a.partition("=")
+            name = flag.replace("_", "-")
+            if name in ("--prompt-tokens", "--gen-len", "--seq-len", "--samples"):
+                if not eq:
+                    val = next(it, "")
+                if name == "--prompt-tokens":
+                    prompt = tuple(int(t) for t in val.split(",") if t)
+                elif name == "--gen-len":
+                    gen_len = int(val)
+                elif name == "--seq-len":
+                    seq_len = int(val)
+                else:
+                    samples = int(val)
+            elif a == "--trace":
+                trace = True
+            else:
+                extra.append(a)
+        return cls(prompt, gen_len, seq_len, samples, trace, tuple(extra))
+
+    def command(self) -> str:
+        return " ".join(["smolprobe", *(shlex.quote(x) for x in self.args())])
+
+    def expected(self, shape: KvShape | None = None) -> tuple[int, int]:
+        """(max_kv_pages, active_pages_est) that the formulas of docs/smolprobe.md give for
+        this request."""
+        shape = shape or KvShape()
+        if self.seq_len is not None:
+            shape = shape.with_seq_len(self.seq_len)
+        rows = len(self.prompt_tokens) + self.gen_len
+        return max_kv_pages(shape), active_pages_est(shape, rows)
+
+
+@dataclass(frozen=True)
+class BranchLine:
+    """One `branch i ...` line of a --samples run; `other` holds the keys beyond the named
+    ones, as smolprobe printed them (token lists as tuples)."""
+
+    index: int
+    tokens: tuple[int, ...]
+    cow_copies: int | None
+    cow_reuses: int | None
+    new_kv_pages: int | None
+    other: dict[str, int | float | str | tuple[int, ...]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Json]:
+        named: dict[str, Json] = {"index": self.index, "tokens": list(self.tokens),
+                                  "cow_copies": self.cow_copies,
+                                  "cow_reuses": self.cow_reuses,
+                                  "new_kv_pages": self.new_kv_pages}
+        return {**named, **{k: (list(v) if isinstance(v, tuple) else v)
+                            for k, v in self.other.items()}}
+
+
+@dataclass(frozen=True)
+class ParallelRecord:
+    """The --samples part of a run: the fork, the branches, the summary and its verdict.
+    `branches` is how many were asked for, `forked` how many forks succeeded; the sums are
+    over the branches that reported."""
+
+    branches: int
+    forked: int
+    shared_pages_at_fork: int | None
+    prefix_kv_pages: int | None
+    eager_copy_pages: int | None
+    actual_copied_pages: int | None
+    saved_pages: int | None
+    saved_percent: int | None
+    cow_copies: int
+    cow_reuses: int
+    new_kv_pages: int
+    verdict: str | None               # COW_STYLE | EAGER_FORK_STYLE
+    fork_failures: tuple[str, ...]    # smolprobe's own `fork of branch k failed` lines
+    killed: tuple[str, ...]           # smolprobe's own `branch i killed ...` lines
+    unstarted: tuple[str, ...]        # smolprobe's own `branch i could not be started` lines
+    branch_lines: tuple[BranchLine, ...]
+
+    def to_json(self) -> dict[str, Json]:
+        return {
+            "branches": self.branches, "forked": self.forked,
+            "shared_pages_at_fork": self.shared_pages_at_fork,
+            "prefix_kv_pages": self.prefix_kv_pages,
+            "eager_copy_pages": self.eager_copy_pages,
+            "actual_copied_pages": self.actual_copied_pages,
+            "saved_pages": self.saved_pages, "saved_percent": self.saved_percent,
+            "cow_copies": self.cow_copies, "cow_reuses": self.cow_reuses,
+            "new_kv_pages": self.new_kv_pages, "verdict": self.verdict,
+            "fork_failures": list(self.fork_failures), "killed": list(self.killed),
+            "unstarted": list(self.unstarted),
+            "branch_lines": [b.to_json() for b in self.branch_lines],
+        }
+
+
+@dataclass(frozen=True)
+class ProbeNumbers:
+    """What a parsed smolprobe run printed. A part smolprobe did not print is None (a
+    --samples run prints no SUMMARY, decode phase or sbrk verdict)."""
+
+    error: str | None
+    verdict: str | None               # LAZY_STYLE | EAGER_STYLE | MIXED
+    max_kv_pages: int | None = None
+    actual_mapped_pages: int | None = None
+    saved_pages: int | None = None
+    saved_percent: int | None = None
+    active_pages_est: int | None = None
+    reserve_virtual_pages: int | None = None
+    reserve_mapped_pages: int | None = None
+    reserve_used_pages: int | None = None
+    decode_mapped_pages: int | None = None
+    decode_used_pages: int | None = None
+    parallel: ParallelRecord | None = None
+    trace: tuple[tuple[int, int, int], ...] = ()  # (step, pos, kv_mapped_pages)
+
+    def to_json(self) -> dict[str, Json]:
+        """`error` and `verdict` always; every other part only when smolprobe printed it."""
+        d: dict[str, Json] = {"error": self.error}
+        for key in ("max_kv_pages", "actual_mapped_pages", "saved_pages", "saved_percent",
+                    "active_pages_est", "reserve_virtual_pages", "reserve_mapped_pages",
+                    "reserve_used_pages", "decode_mapped_pages", "decode_used_pages"):
+            value = getattr(self, key)
+            if value is not None:
+                d[key] = value
+        d["verdict"] = self.verdict
+        if self.parallel is not None:
+            d["parallel"] = self.parallel.to_json()
+        if self.trace:
+            d["trace"] = [list(t) for t in self.trace]
+        return d
+
+
+@dataclass(frozen=True)
+class ProbeRecord:
+    """One smolprobe run on one configuration. `numbers` is None when the harness got no
+    parsed output (then `evidence` shows why); `problem` says what went wrong, if anything
+    (a panic, a hang, garbage, a killed smolprobe)."""
+
+    config: str
+    lazy: int
+    cow: int
+    command: str
+    samples: int | None               # the request's --samples (None: a single request)
+    seconds: float
+    boot_seconds: float | None
+    expected_max_kv_pages: int
+    expected_active_pages_est: int
+    problem: str | None
+    numbers: ProbeNumbers | None
+    evidence: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """No usable result: the harness saw a problem or smolprobe printed an error."""
+        return self.problem is not None or self.numbers is None or self.numbers.error is not None
+
+    def to_json(self) -> dict[str, Json]:
+        d: dict[str, Json] = {
+            "config": self.config, "lazy": self.lazy, "cow": self.cow,
+            "command": self.command, "samples": self.samples,
+            "seconds": round(self.seconds, 2),
+            "boot_seconds": None if self.boot_seconds is None else round(self.boot_seconds, 2),
+            "expected_max_kv_pages": self.expected_max_kv_pages,
+            "expected_active_pages_est": self.expected_active_pages_est,
+            "problem": self.problem,
+        }
+        if self.numbers is None:
+            d["evidence"] = self.evidence
+        else:
+            d.update(self.numbers.to_json())
+        return d
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One grading check on one configuration."""
+
+    config: str
+    name: str
+    passed: bool
+    points: int
+    max_points: int
+    seconds: float
+    message: str
+    evidence: str = ""
