@@ -166,8 +166,8 @@ def graded(runner, monkeypatch):
     grading itself is replaced by a recorder that grades nothing)."""
     seen: list[list[BuildConfig]] = []
 
-    def record(repo, configs, checks, *args, **kwargs):
-        seen.append(configs)
+    def record(repo, plan, *args, **kwargs):
+        seen.append([cfg for cfg, _ in plan])
         return []
     monkeypatch.setattr(cli_mod, "grade_all", record)
 
@@ -176,6 +176,49 @@ def graded(runner, monkeypatch):
         assert r.exit_code == 0, r.output
         return [c.name for c in seen.pop()]
     return grade
+
+
+@pytest.fixture
+def grade_plan(runner, monkeypatch):
+    """grade_plan(*args) -> {configuration: [check names]} that `nexos grade --no-build ARGS`
+    would run (nothing is graded)."""
+    seen: list[dict[str, list[str]]] = []
+
+    def record(repo, plan, *args, **kwargs):
+        seen.append({cfg.name: [c.name for c in checks] for cfg, checks in plan})
+        return []
+    monkeypatch.setattr(cli_mod, "grade_all", record)
+
+    def grade(*args: str) -> dict[str, list[str]]:
+        r = runner.invoke(cli, ["grade", "--no-build", *args])
+        assert r.exit_code == 0, r.output
+        return seen.pop()
+    return grade
+
+
+def test_grade_lab_runs_its_plan(grade_plan):
+    from nexos.lab.plan import lab_plan
+    want = {cfg.name: names for cfg, names in lab_plan("cow")}
+    assert grade_plan("--lab", "cow") == want
+    assert "smolprobe-parallel" in want["lazy1-cow1"]       # a COW lab check
+    assert "smolprobe-parallel" not in want["lazy1-cow0"]   # COW is off there
+    assert grade_plan("--lab", "lazy", "--configs", "lazy1-cow0") == {
+        "lazy1-cow0": dict((c.name, n) for c, n in lab_plan("lazy"))["lazy1-cow0"]}
+
+
+def test_grade_lab_refuses_explicit_checks(runner):
+    r = runner.invoke(cli, ["grade", "--no-build", "--lab", "lazy", "--checks", "lazytests"])
+    assert r.exit_code == 2
+    assert "--checks and --lab do not go together" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_hidden_program_named_like_a_builtin_replaces_its_check(grade_plan, tmp_path):
+    src = tmp_path / "lazytests.c"
+    src.write_text("int main(void) { return 0; }\n")
+    plan = grade_plan("--configs", "lazy1-cow1", "--hidden", f"{src}:7")
+    assert plan["lazy1-cow1"].count("lazytests") == 1
+    assert plan["lazy1-cow1"][-1] == "lazytests"  # the hidden one, run after the built-ins
 
 
 @pytest.mark.parametrize("args", [

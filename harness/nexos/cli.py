@@ -13,7 +13,17 @@ from rich.markup import escape
 from nexos.build import BuildError, build_all, ensure_built
 from nexos.compare import ProbeFailed, compare_probes, probe_record, run_probe, run_probes
 from nexos.config import ALL_CONFIGS, BuildConfig, ConfigError, find_repo, matrix
-from nexos.grade import CHECK_NAMES, DEFAULT_CHECK_NAMES, grade_all, hidden_checks, select_checks
+from nexos.grade import (
+    CHECK_NAMES,
+    DEFAULT_CHECK_NAMES,
+    Plan,
+    grade_all,
+    hidden_checks,
+    select_checks,
+    with_hidden,
+)
+from nexos.lab.cli import lab
+from nexos.lab.plan import LAB_CHOICES, lab_plan
 from nexos.model.cli import model
 from nexos.parse import ParseError, find_problems
 from nexos.qemu import QemuError, QemuSession, kill_all
@@ -327,23 +337,37 @@ def report_result(result: CheckResult) -> None:
               help="Directory for the console transcripts.")
 @click.option("--hidden", "hidden", multiple=True, metavar="FILE.c[:POINTS]",
               help="A course's hidden test program: built onto the image (make EXTRA_UPROGS) "
-                   "and run as a check that passes on ALL TESTS PASSED (default 10 points). "
+                   "and run as a check that passes on ALL TESTS PASSED (default 10 points); "
+                   "one named like a built-in test program (lazytests.c) replaces it. "
                    "Repeat for more.")
+@click.option("--lab", "lab_name", type=click.Choice(list(LAB_CHOICES)), default=None,
+              help="Grade a lab (docs/lab.md): in each configuration the checks that lab's "
+                   "plan runs there (see 'nexos lab plan'); --configs narrows it.")
 @mem_opt
 @nobuild_opt
-def grade(json_path: Path | None, junit_path: Path | None, configs: list[str],
-          checks: list[str], timeout_scale: float, transcripts: Path | None,
-          hidden: tuple[str, ...], memsize: int, no_build: bool) -> None:
+@click.pass_context
+def grade(ctx: click.Context, json_path: Path | None, junit_path: Path | None,
+          configs: list[str], checks: list[str], timeout_scale: float,
+          transcripts: Path | None, hidden: tuple[str, ...], lab_name: str | None,
+          memsize: int, no_build: bool) -> None:
     """Run every check on every configuration; points; non-zero exit on any failure."""
     try:
         sources, hidden_specs = hidden_checks(hidden, timeout_scale)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--hidden") from None
-    specs = select_checks(checks, timeout_scale) + hidden_specs
     cfgs = [BuildConfig.parse(name, memsize) for name in configs]
+    if lab_name is None:
+        plan: Plan = [(cfg, with_hidden(select_checks(checks, timeout_scale), hidden_specs))
+                      for cfg in cfgs]
+    elif ctx.get_parameter_source("checks") != click.core.ParameterSource.DEFAULT:
+        raise OptionError("--checks and --lab do not go together: a lab's plan chooses "
+                          "the checks (see 'nexos lab plan --lab LAB')")
+    else:
+        plan = [(cfg, with_hidden(select_checks(names, timeout_scale), hidden_specs))
+                for cfg, names in lab_plan(lab_name, memsize) if cfg in cfgs]
     r = repo()
     find_toolchain(need_gcc=not no_build)  # both tools named at once when both are missing
-    results = grade_all(r, cfgs, specs, sources, build=not no_build,
+    results = grade_all(r, plan, sources, build=not no_build,
                         transcript_dir=transcripts, console=err, on_result=report_result)
     out.print(grade_table(results))
     if json_path:
@@ -393,6 +417,7 @@ def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, br
 
 
 cli.add_command(model)
+cli.add_command(lab)
 
 
 def main() -> None:

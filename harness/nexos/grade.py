@@ -134,6 +134,9 @@ def judge_parallel(cfg: BuildConfig, output: str) -> tuple[bool, str]:
            f"actual_copied_pages={p.actual_copied_pages} saved_pages={p.saved_pages}")
     if p.saved_pages != p.eager_copy_pages - p.actual_copied_pages:
         return False, msg + "; saved_pages != eager_copy_pages - actual_copied_pages"
+    if cfg.cow and res.fork.shared_pages_at_fork == 0:
+        # a copying fork makes no COW copies either, so the copy count alone would pass it
+        return False, msg + "; a COW kernel must share the parent's pages at fork"
     if cfg.cow and p.actual_copied_pages >= p.eager_copy_pages:
         return False, msg + "; a COW kernel must copy fewer pages than eager copying"
     return True, msg
@@ -160,7 +163,13 @@ def default_checks(req: ProbeRequest | None = None, scale: float = 1.0) -> list[
 
 CHECK_NAMES = tuple(c.name for c in default_checks())
 DEFAULT_CHECK_NAMES = tuple(n for n in CHECK_NAMES if n != "smolprobe-parallel")
+# The checks that run a test program by its own name: a hidden program of that name replaces
+# the built-in program on the image (make's EXTRA_UPROGS rule), and so its check too.
+PROGRAM_CHECK_NAMES = tuple(c.name for c in default_checks() if c.command == c.name)
 HIDDEN_POINTS = 10
+
+# What grading runs: each configuration with its checks, in order.
+Plan = list[tuple[BuildConfig, list["CheckSpec"]]]
 
 
 def select_checks(names: Sequence[str], scale: float = 1.0) -> list[CheckSpec]:
@@ -175,8 +184,9 @@ def select_checks(names: Sequence[str], scale: float = 1.0) -> list[CheckSpec]:
 def hidden_checks(values: Sequence[str], scale: float = 1.0
                   ) -> tuple[list[Path], list[CheckSpec]]:
     """`tests/hidden/foo.c:25` -> the source (absolute) and a check `foo` worth 25 points
-    (HIDDEN_POINTS without `:N`) that passes on ALL TESTS PASSED. ValueError quoting the
-    value for a missing file or a name that is taken."""
+    (HIDDEN_POINTS without `:N`) that passes on ALL TESTS PASSED. A program named like a
+    built-in test program (lazytests.c) is allowed: it replaces that program and its check
+    (with_hidden). ValueError quoting the value for a missing file or a name that is taken."""
     sources: list[Path] = []
     specs: list[CheckSpec] = []
     for v in values:
@@ -184,12 +194,19 @@ def hidden_checks(values: Sequence[str], scale: float = 1.0
         src = Path(path).resolve()
         if src.suffix != ".c" or not src.is_file():
             raise ValueError(f"{v!r}: need an existing .c file")
-        if src.stem in CHECK_NAMES or any(s.name == src.stem for s in specs):
+        taken = src.stem in CHECK_NAMES and src.stem not in PROGRAM_CHECK_NAMES
+        if taken or any(s.name == src.stem for s in specs):
             raise ValueError(f"{v!r}: the name {src.stem} is taken")
         sources.append(src)
         specs.append(CheckSpec(src.stem, int(pts or HIDDEN_POINTS), False, src.stem,
                                600 * scale, judge_test_program))
     return sources, specs
+
+
+def with_hidden(checks: list[CheckSpec], hidden: list[CheckSpec]) -> list[CheckSpec]:
+    """`checks` then the hidden ones; a hidden check replaces the built-in of its name."""
+    names = {h.name for h in hidden}
+    return [c for c in checks if c.name not in names] + hidden
 
 
 class _Sessions:
@@ -260,25 +277,25 @@ def grade_config(repo: Path, cfg: BuildConfig, checks: list[CheckSpec],
     return results
 
 
-def grade_all(repo: Path, configs: list[BuildConfig], checks: list[CheckSpec],
-              hidden_sources: Sequence[Path] = (), build: bool = True,
+def grade_all(repo: Path, plan: Plan, hidden_sources: Sequence[Path] = (), build: bool = True,
               transcript_dir: Path | None = None, console: Console | None = None,
               on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
-    """Build `configs` (unless not `build`; the hidden sources go to make as EXTRA_UPROGS)
-    and run `checks` on each. A configuration that does not build fails a `build` check and
-    is not booted; the others go on."""
+    """Build the plan's configurations (unless not `build`; the hidden sources go to make as
+    EXTRA_UPROGS) and run each one's checks. A configuration that does not build fails a
+    `build` check and is not booted; the others go on."""
     results: list[CheckResult] = []
+    configs = [cfg for cfg, _ in plan]
     if build:
         extra = (f"EXTRA_UPROGS={' '.join(map(str, hidden_sources))}",) if hidden_sources else ()
-        for b in build_all(repo, configs, llm=any(c.llm for c in checks), console=console,
-                           extra=extra):
+        llm = any(c.llm for _, checks in plan for c in checks)
+        for b in build_all(repo, configs, llm=llm, console=console, extra=extra):
             if not b.ok:
                 results.append(CheckResult(b.config.name, "build", False, 0, 0, b.seconds,
                                            "make failed", b.excerpt))
     broken = {r.config for r in results}
     if transcript_dir is not None:
         transcript_dir.mkdir(parents=True, exist_ok=True)
-    for cfg in configs:
+    for cfg, checks in plan:
         if cfg.name not in broken:
             results += grade_config(repo, cfg, checks, transcript_dir, on_result)
     return results
