@@ -18,9 +18,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from nexos.build import BuildError, build_one
-from nexos.config import BuildConfig, ConfigError, find_repo
-from nexos.qemu import QemuError, QemuSession
+try:
+    from nexos.build import BuildError, build_one
+    from nexos.config import BuildConfig, ConfigError, find_repo
+    from nexos.qemu import QemuError, QemuSession
+except ModuleNotFoundError as missing:  # e.g. the system python3, which has no packages
+    sys.exit(f"bench: {sys.executable} cannot import {missing.name}: run the benchmarks with "
+             "the project's interpreter, .venv/bin/python (made by: bash scripts/setup.sh)")
 
 BENCH_DIR = Path(__file__).resolve().parent
 MAKE_JOBS = 2  # the machine has two cores, shared with others

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,38 @@ def test_not_qemu_selection_starts_no_qemu(tmp_path: Path):
     assert not started.exists(), "QEMU was started under -m 'not qemu':\n" + started.read_text()
     assert proc.returncode == 0, tail
     assert re.search(r"\d+ passed", proc.stdout), tail
+
+
+BARE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+MODEL_TARGET = "build/models/smollm-135m-int8-seed0.bin"
+
+
+def make_model_without(tmp_path: Path, *make_args: str) -> subprocess.CompletedProcess[str]:
+    """make the default checkpoint in a folder holding only the Makefile (no .venv there)."""
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    return subprocess.run(["make", *make_args, MODEL_TARGET], cwd=tmp_path, text=True,
+                           capture_output=True, env={"PATH": BARE_PATH, "HOME": str(tmp_path)})
+
+
+def test_make_without_the_venv_names_the_setup_command(tmp_path: Path):
+    r = make_model_without(tmp_path)
+    assert r.returncode != 0
+    assert "no Python environment for NexOS (.venv/bin/python); set it up first: " \
+           "bash scripts/setup.sh" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / MODEL_TARGET).exists()
+
+
+def test_make_with_an_interpreter_lacking_the_harness_says_so(tmp_path: Path):
+    r = make_model_without(tmp_path, "PYTHON=/bin/false")
+    assert r.returncode != 0
+    assert "/bin/false cannot import the nexos harness; run: bash scripts/setup.sh" in r.stderr
+
+
+def test_benchmarks_under_a_bare_interpreter_name_the_venv():
+    """`python3 bench/<name>.py` with an interpreter that has no packages (-S: no
+    site-packages) says which interpreter to use, in one line."""
+    r = subprocess.run([sys.executable, "-S", str(ROOT / "bench/boot_time.py"), "--help"],
+                       text=True, capture_output=True, cwd=ROOT)
+    assert r.returncode == 1
+    assert r.stderr.strip().count("\n") == 0, r.stderr
+    assert "run the benchmarks with the project's interpreter, .venv/bin/python" in r.stderr
