@@ -5,10 +5,12 @@ again once the solution's files are put back."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -285,7 +287,6 @@ def test_eager_starter_is_a_working_kernel(starters):
 MECHANISM_GONE = {
     "lazy": (LAZY, {"lazytests": ["test sparse: FAILED", "test sysbuf: FAILED"]},
              ["usertests -q"]),
-    # (`cowtests counts` would wait forever on a child that failed; the others fail at once)
     "cow": (COW, {"cowtests reuse": ["test reuse: FAILED"],
                   "cowtests bigfork": ["test bigfork: FAILED"]}, ["usertests -q"]),
     "all": (BOTH, {"lazytests sparse": ["test sparse: FAILED"],
@@ -322,3 +323,61 @@ def test_solution_put_back_passes(starters, solution, tmp_path, lab_):
     make_tree(tree, cfg)
     for cmd, out in run_all(tree, cfg, programs).items():
         assert passed(out), f"{cmd} with the solution back:\n{out[-3000:]}"
+
+
+# ------------------------------------------------------------------ grading a lab (QEMU)
+
+def grade_run(argv: list[str], cwd: Path, junit: Path) -> tuple[int, dict[str, bool], str]:
+    """Run a grading command in cwd (found as the checkout from there); its exit status,
+    {config/check: passed} from the JUnit file, and its output."""
+    env = {k: v for k, v in os.environ.items() if k != "NEXOS_REPO"}
+    p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=3600)
+    out = p.stdout[-3000:] + p.stderr[-3000:]
+    assert junit.is_file(), f"{' '.join(argv)} wrote no {junit} (status {p.returncode}):\n{out}"
+    cases = {f"{c.get('classname')}/{c.get('name')}": c.find("failure") is None
+             for c in ET.parse(junit).getroot().iter("testcase")}
+    return p.returncode, cases, out
+
+
+def planned(lab_: str, configs: list[BuildConfig] | None = None) -> dict[str, bool]:
+    """{config/check: whether a starter tree passes it} from the lab's plan."""
+    return {f"{cfg.name}/{name}": name not in lab_checks(lab_, cfg)
+            for cfg, names in lab_plan(lab_) if configs is None or cfg in configs
+            for name in names}
+
+
+@pytest.mark.qemu
+def test_make_grade_in_the_lazy_starter_scores_the_non_lab_checks_only(starters):
+    """`make grade LAB=lazy`, as a student runs it in the starter tree: every configuration is
+    graded; exactly the lab checks fail, so it exits non-zero with the non-lab points."""
+    tree = starters["lazy"]
+    code, cases, out = grade_run(["make", "grade", "LAB=lazy", f"PYTHON={sys.executable}"],
+                                 tree, tree / "grade.xml")
+    assert code != 0, out
+    assert cases == planned("lazy"), out
+
+
+@pytest.mark.qemu
+def test_grade_lab_cow_fails_a_copying_fork(starters, tmp_path):
+    """In the COW starter a fork copies: smolprobe-parallel must fail there too (it makes no
+    COW copies, so only the shared-at-fork count tells it from the solution)."""
+    junit = tmp_path / "cow.xml"
+    code, cases, out = grade_run(
+        [sys.executable, "-m", "nexos", "grade", "--lab", "cow", "--configs", "lazy0-cow1",
+         "--junit", str(junit)], starters["cow"], junit)
+    assert code != 0, out
+    assert cases == planned("cow", [COW]), out
+    assert cases["lazy0-cow1/smolprobe-parallel"] is False
+
+
+@pytest.mark.qemu
+def test_grade_lab_on_the_solution_scores_full_points(build_kernel, tmp_path):
+    for cfg in matrix():
+        build_kernel(cfg, llm=True)
+    junit = tmp_path / "lazy.xml"
+    code, cases, out = grade_run(
+        [sys.executable, "-m", "nexos", "grade", "--lab", "lazy", "--no-build",
+         "--junit", str(junit)], REPO, junit)
+    assert code == 0, out
+    assert set(cases) == set(planned("lazy")) and all(cases.values()), out
