@@ -4,7 +4,7 @@ Boots the LLM image in a COW kernel (LAZY_ALLOC=1 COW_ALLOC=1) and runs
 `smolprobe --prompt-tokens 1,2,3 --gen-len G --samples N` (default N=4, G=4). The branches
 share everything they inherited; each page a branch writes for the first time is either
 copied (cow_copies), taken over by its last owner (cow_reuses) or a fresh KV page
-(new_kv_pages). Issue 6's targets, both printed:
+(new_kv_pages). The targets of docs/benchmarks.md, both printed:
 
 - physical pages the branches use <= 1.05 x the pages they wrote. Two figures: data pages
   only (`private_pages` of the branches_phase line: copies + fresh pages), and every page
