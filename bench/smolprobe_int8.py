@@ -1,7 +1,8 @@
 """smolprobe_int8: the int8 matvec against the guest's peak int8 multiply-add rate.
 
-Boots a LAZY_ALLOC=1 COW_ALLOC=0 kernel with the LLM image (the int8 synthetic SmolLM-135M
-checkpoint) and runs `smolprobe --bench` (docs/smolprobe.md, "--bench"): in one run it
+Boots a LAZY_ALLOC=1 COW_ALLOC=0 kernel with the LLM image (the default model: the real
+SmolLM2-135M-Instruct, Q8_0/Q4_1; `make MODEL=synth` for the int8 synthetic one) and runs
+`smolprobe --bench` (docs/smolprobe.md, "--bench"): in one run it
 times a tight hand-unrolled int8 x int8 -> int32 loop over a hot buffer (the better of a
 plain byte loop and smolprobe's packed two-MACs-per-multiply step: the peak) and smolprobe's
 own int8 matvec over real weights (w_gate of layer 0 and the 49152 x 576 classifier),

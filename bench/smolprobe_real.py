@@ -10,7 +10,10 @@ runs, at the shell:
   command to the next prompt (target <= 20 s), whether the answer names Paris, and the
   tokens it generated;
 - `smolprobe --prompt "The capital of France is" --gen-len 32`: decode tokens/s, the fed
-  positions per second of the decode phase (its `timing` line; target >= 5).
+  positions per second of the decode phase (its `timing` line; target >= 5);
+- `smolprobe --bench`: the Q4_1 matvec's multiply-add rate against the guest's peak packed
+  int8 rate, measured in the same run (its `bench_q4_1` line; target >= 70 %), and the
+  Q8_0 classifier's rate.
 
 Measures only; never asserts (docs/smolprobe.md, "Text in, text out").
 """
@@ -34,7 +37,9 @@ MODEL = "build/models/smollm2-135m-instruct.bin"
 CHAT = 'smolprobe --chat "What is the capital of France?"'
 PROMPT = 'smolprobe --prompt "The capital of France is" --gen-len 32'
 TARGET_WALL_S = 20.0
+BENCH = "smolprobe --bench"
 TARGET_TOKENS_PER_S = 5.0
+TARGET_Q4_1_RATIO = 70.0  # percent of the peak packed int8 rate
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -85,6 +90,19 @@ def measure(args: argparse.Namespace) -> list[Figure]:
             figs.append(Figure(NAME, "decode tokens/s", tps, "tok/s", TARGET_TOKENS_PER_S,
                                "ge", note))
             figs.append(Figure(NAME, "load", number(t, "load_ms", PROMPT), "ms", note=note))
+            out = s.run(BENCH, timeout=900).output
+            q = parse_kv_line(out, "[smolprobe] bench_q4_1 ", BENCH)
+            d = parse_kv_line(out, "[smolprobe] bench_detail ", BENCH)
+            ratio = number({"ratio": q.get("ratio", "").rstrip("%")}, "ratio", BENCH)
+            figs += [
+                Figure(NAME, "Q4_1 matvec MACs/s",
+                       number(q, "matvec_q4_1_macs_per_s", BENCH) / 1e6, "M/s", note=note),
+                Figure(NAME, "peak int8 MACs/s", number(q, "peak_int8_macs_per_s", BENCH) / 1e6,
+                       "M/s", note=note),
+                Figure(NAME, "Q4_1 matvec / peak", ratio, "%", TARGET_Q4_1_RATIO, "ge", note),
+                Figure(NAME, "Q8_0 classifier MACs/s", number(d, "classifier", BENCH) / 1e6,
+                       "M/s", note=note),
+            ]
     return figs
 
 

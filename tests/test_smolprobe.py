@@ -6,8 +6,9 @@ Every expected number is computed here: page counts from the KV layout of docs/s
 (docs/checkpoint.md "Float arithmetic, exactly"). The only literals are the issue's own
 numbers for the default run (2880 pages, 180 active, 93%).
 
-Two kinds of boots: the build's own LLM image (build/<cfg>/fs-llm.img, the default int8
-SmolLM-135M checkpoint as /model.bin), and a test image made with build/host/mkfs holding
+Two kinds of boots: the build's own LLM image (build/<cfg>/fs-llm.img, the default model
+as /model.bin: the real SmolLM2-135M-Instruct, whose reference is the integer arithmetic of
+docs/checkpoint.md), and a test image made with build/host/mkfs holding
 small checkpoints, an imported one, and broken files.
 
 The float32 run at SmolLM-135M geometry uses 2 layers, not 30: the 30-layer float32 file
@@ -114,7 +115,7 @@ def default_model(build_dir: Path) -> Path:
     listed = build_dir / "model.list"
     if listed.is_file():
         return Path(listed.read_text().strip())
-    return REPO / "build/models/smollm-135m-int8-seed0.bin"
+    return REPO / "build/models/smollm2-135m-instruct.bin"   # the Makefile's DEFAULT_MODEL
 
 
 def session(cfg: BuildConfig, build_dir: Path, image: Path | None = None) -> QemuSession:
@@ -148,7 +149,7 @@ def test_default_run_lazy(lazy_llm, lazy_dir):
     assert (max_kv_pages(shape), active_pages_est(shape, 13)) == (2880, 180)
     assert p.res.decode.mapped_pages == p.res.decode.active_pages_est == 180
     assert p.res.summary.saved_percent == 93 and p.res.verdict == "LAZY_STYLE"
-    # numerics: the int8 checkpoint's tokens equal the reference's (same quantization)
+    # numerics: the default model's tokens equal the reference's (integer Q8_0/Q4_1 path)
     assert p.res.tokens is not None
     assert list(p.res.tokens) == generate(model, [1, 2, 3], 10).tokens
 

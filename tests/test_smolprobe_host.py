@@ -345,11 +345,12 @@ def test_bench_after_request_keeps_the_request_output(host_bin, ckpts):
     assert bench.lines[-1].startswith("[smolprobe] bench_detail ")
 
 
-def test_help_says_weights_are_synthetic(host_bin):
+def test_help_says_which_weights(host_bin):
     run = smolprobe(host_bin, "--help")
     assert run.code == 0
     text = "\n".join(run.lines)
-    assert "SYNTHETIC" in text and "--prompt-tokens" in text and "--print-logits" in text
+    assert "SmolLM2-135M-Instruct" in text and "SYNTHETIC" in text and "MODEL=synth" in text
+    assert "--prompt-tokens" in text and "--chat" in text and "--print-logits" in text
 
 
 def test_umath_within_one_ulp(host_bin):
