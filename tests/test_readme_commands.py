@@ -29,6 +29,7 @@ from safetensors.numpy import save_file
 from conftest import file_lock
 from nexos.config import BuildConfig, matrix
 from nexos.parse import parse_smolprobe
+from nexos.qemu import QemuSession
 from test_model_import import HF_CONFIG, hf_weights
 from test_seed_commands import quit_make_qemu
 
@@ -43,6 +44,13 @@ def readme_line(prefix: str) -> list[str]:
     lines = [x.strip() for x in README.splitlines() if x.strip().startswith(prefix)]
     assert lines, f"the README shows no line starting with {prefix!r}"
     return shlex.split(lines[0].split("  #")[0])
+
+
+def guest_line(prefix: str) -> str:
+    """The README's shell line (`$ ...`) that starts with `prefix`, as typed at the prompt."""
+    lines = [x.strip() for x in README.splitlines() if x.strip().startswith(prefix)]
+    assert lines, f"the README shows no line starting with {prefix!r}"
+    return lines[0][2:]
 
 
 def nexos_argv(words: list[str]) -> list[str]:
@@ -243,3 +251,18 @@ def test_make_clean_removes_builds_and_keeps_models(tmp_path):
     assert r.returncode == 0, r.stderr
     assert not (tree / "build/lazy0-cow1").exists() and not (tree / "build/host").exists()
     assert (models / "kept.bin").read_bytes() == b"model"
+
+
+def test_readme_text_commands_in_the_guest(build_kernel):
+    """The README's `smolprobe --chat` and `--prompt` lines at the shell of a lazy kernel with
+    the default (real) model: the answer names Paris, and the pages mapped are the tokens'."""
+    chat, prompt = (guest_line(f"$ smolprobe --{flag} ") for flag in ("chat", "prompt"))
+    cfg = BuildConfig(1, 0)
+    build_kernel(cfg, llm=True)
+    with QemuSession.for_config(cfg, ROOT, llm=True) as s:
+        outs = [s.run(cmd, timeout=600).output for cmd in (chat, prompt)]
+    answer, completion = (parse_smolprobe(o) for o in outs)
+    assert answer.text is not None and "Paris" in answer.text, outs[0]
+    assert completion.text is not None and completion.request.gen_tokens == 8, outs[1]
+    for r in (answer, completion):
+        assert r.verdict == "LAZY_STYLE" and r.reserve.mapped_pages == 0
