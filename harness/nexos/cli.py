@@ -38,8 +38,11 @@ from nexos.report import (
     probe_table,
     record_json,
     records_json,
+    serve_json,
+    serve_table,
     write_text,
 )
+from nexos.serve import run_serves, serve_args, serve_command
 from nexos.toolchain import ToolchainError, find_toolchain
 
 MAX_SAMPLES = 6  # smolprobe's limit (docs/smolprobe.md, "A branch that dies")
@@ -401,19 +404,75 @@ def int_list(text: str, what: str, most: int | None = None) -> tuple[int, ...]:
 @click.option("--branches", default="1,2,4", show_default=True,
               help=f"--samples values (1..{MAX_SAMPLES}) for the branches figure "
                    "('' skips it).")
+@click.option("--serve", "serve_flags", default="--requests 8 --max-len 256 --long-len 4",
+              show_default=True,
+              help="smolserve flags for the serving figure, all four kernels ('' skips it).")
 @click.option("--timeout", type=float, default=900.0, show_default=True)
 @nobuild_opt
 def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, branches: str,
-         timeout: float, no_build: bool) -> None:
+         serve_flags: str, timeout: float, no_build: bool) -> None:
     """PNG figures: mapped KV pages vs tokens (eager vs lazy, from --trace); saved fraction vs
-    seq_len (lazy); pages the branches of --samples N cost vs N (COW on vs off)."""
-    from nexos.plot import PlotPlan, write_plots  # matplotlib loads slowly
+    seq_len (lazy); pages the branches of --samples N cost vs N (COW on vs off); smolserve's
+    concurrent requests and memory over time (all four kernels)."""
+    from nexos.plot import PlotPlan, write_plots, write_serve_plot  # matplotlib loads slowly
 
     plan = PlotPlan(prompt, gen_len, int_list(seq_lens, "--seq-lens"),
-                    int_list(branches, "--branches", MAX_SAMPLES))
-    r = prepare(plan.configs(), True, no_build)
+                    int_list(branches, "--branches", MAX_SAMPLES), tuple(serve_flags.split()))
+    serve_cfgs = [BuildConfig(lz, cw, cpus=2) for lz, cw in plan.serve_configs()]
+    r = prepare(list(dict.fromkeys(plan.configs() + serve_cfgs)), True, no_build)
     for png in write_plots(plan, run_probes(r, plan.probes(), timeout), out_dir):
         click.echo(f"wrote {png}")
+    if serve_cfgs:
+        def open_shell(lazy: int, cow: int, n: int) -> QemuSession:
+            return QemuSession.for_config(BuildConfig(lazy, cow, cpus=n), r, llm=True)
+
+        records = run_serves(open_shell, plan.serve_configs(), 2, plan.serve_args, timeout,
+                             (QemuError,))
+        try:
+            click.echo(f"wrote {write_serve_plot(records, out_dir)}")
+        except ValueError as e:
+            fail(str(e))
+
+
+@cli.command()
+@click.option("--matrix", "all_", is_flag=True,
+              help="All four LAZY/COW configurations (default: lazy0-cow0 and lazy1-cow1).")
+@click.option("--workload", default=None, help="seed32, or a workload file on the image.")
+@click.option("--requests", type=click.IntRange(1, 64), default=None,
+              help="A generated workload of N requests (with --max-len).")
+@click.option("--max-len", type=click.IntRange(2), default=None,
+              help="Slots each generated request reserves.")
+@click.option("--seed", type=click.IntRange(0), default=None, help="The generated workload's seed.")
+@click.option("--long-len", type=click.IntRange(1), default=None,
+              help="Longest generated answer (smolserve's default 16).")
+@click.option("--cpus", type=click.IntRange(1, 8), default=2, show_default=True, help="Harts.")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
+@click.option("--timeout", type=float, default=1800.0, show_default=True)
+@mem_opt
+@nobuild_opt
+def serve(all_: bool, workload: str | None, requests: int | None, max_len: int | None,
+          seed: int | None, long_len: int | None, cpus: int, as_json: bool, timeout: float,
+          memsize: int, no_build: bool) -> None:
+    """smolserve (docs/smolserve.md): how many requests run at once, per configuration."""
+    try:
+        args = serve_args(workload, requests, max_len, seed, long_len)
+    except ValueError as e:
+        raise OptionError(str(e)) from None
+    configs = matrix(memsize, cpus) if all_ else [BuildConfig(0, 0, memsize, cpus),
+                                                  BuildConfig(1, 1, memsize, cpus)]
+    r = prepare(configs, True, no_build)
+
+    def open_shell(lazy: int, cow: int, n: int) -> QemuSession:
+        return QemuSession.for_config(BuildConfig(lazy, cow, memsize, n), r, llm=True,
+                                      lifetime=timeout + 300)
+
+    records = run_serves(open_shell, [(c.lazy, c.cow) for c in configs], cpus, args, timeout,
+                         (QemuError,))
+    if as_json:
+        click.echo(serve_json(records))
+    else:
+        out.print(serve_table(records, serve_command(args)))
+    sys.exit(1 if any(x.failed for x in records) else 0)
 
 
 cli.add_command(model)

@@ -21,6 +21,7 @@ from nexos.compare import Probe, ProbeRun  # noqa: E402
 from nexos.config import BuildConfig  # noqa: E402
 from nexos.parse import TraceStep  # noqa: E402
 from nexos.records import ProbeRequest  # noqa: E402
+from nexos.serve import ServeRecord, concurrency  # noqa: E402
 
 EAGER, LAZY, COW = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(1, 1)
 
@@ -100,6 +101,11 @@ class PlotPlan:
     gen_len: int
     seq_lens: tuple[int, ...]
     branches: tuple[int, ...]
+    serve_args: tuple[str, ...] = ()   # smolserve's flags for the serving figure (): none
+
+    def serve_configs(self) -> list[tuple[int, int]]:
+        """(lazy, cow) of the smolserve runs of the serving figure: all four, eager first."""
+        return [(0, 0), (0, 1), (1, 0), (1, 1)] if self.serve_args else []
 
     def trace_request(self) -> ProbeRequest:
         return ProbeRequest(self.prompt, self.gen_len, trace=True)
@@ -156,3 +162,42 @@ def write_plots(plan: PlotPlan, runs: list[ProbeRun], out_dir: Path) -> list[Pat
         written.append(plot_branches({k: sorted(dict(v).items()) for k, v in copied.items()},
                                      out_dir / "pages_vs_branches.png"))
     return written
+
+
+def plot_serve(series: dict[str, list[tuple[float, int, int]]], out: Path) -> Path:
+    """Two panels against time: requests running at once, and memory in use (MiB), one
+    line per configuration label; points are (seconds, running, pages in use)."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True)
+    for label, pts in series.items():
+        ts = [p[0] for p in pts]
+        top.step(ts, [p[1] for p in pts], where="post", label=label)
+        bottom.step(ts, [p[2] * 4096 / 2**20 for p in pts], where="post", label=label)
+    top.set_ylabel("requests running at once")
+    top.set_ylim(bottom=0)
+    top.yaxis.get_major_locator().set_params(integer=True)
+    top.set_title("smolserve: requests at once and memory in use\n"
+                  "eager vs lazy sbrk, copying vs copy-on-write fork", fontsize=11)
+    top.legend(fontsize=9)
+    top.grid(alpha=0.3)
+    bottom.set_xlabel("seconds since the server's baseline")
+    bottom.set_ylabel("memory in use (MiB, whole system)")
+    bottom.set_ylim(bottom=0)
+    bottom.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return Path(out)
+
+
+def write_serve_plot(records: list[ServeRecord], out_dir: Path) -> Path:
+    """The serving figure from the runs of plan.serve_configs(); ValueError naming a run
+    without a usable result."""
+    series: dict[str, list[tuple[float, int, int]]] = {}
+    for rec in records:
+        if rec.failed or rec.result is None:
+            why = rec.problem or (rec.result.error if rec.result else None)
+            raise ValueError(f"smolserve on {rec.config} gave no result: {why}")
+        label = f"{'lazy' if rec.lazy else 'eager'} sbrk, COW {'on' if rec.cow else 'off'}"
+        series[f"{label} ({rec.config})"] = concurrency(rec.result)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return plot_serve(series, out_dir / "serve_concurrency.png")

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from nexos.parse import SmolprobeResult
 from nexos.records import CheckResult, ProbeRecord, ProbeRequest
+from nexos.serve import ServeRecord
 
 
 def probe_table(res: SmolprobeResult, title: str = "smolprobe") -> Table:
@@ -212,3 +213,34 @@ def grade_junit(results: list[CheckResult]) -> str:
 
 def write_text(path: Path, text: str) -> None:
     Path(path).write_text(text + ("" if text.endswith("\n") else "\n"), encoding="utf-8")
+
+
+def serve_table(records: list[ServeRecord], command: str = "") -> Table:
+    """`nexos serve`: one row per kernel configuration (docs/smolserve.md, SERVE_SUMMARY)."""
+    t = Table(title="smolserve: requests at once, eager vs lazy sbrk, COW off/on",
+              caption=command, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+              collapse_padding=True)
+    t.add_column("kernel", no_wrap=True)
+    for name in ("at\nonce", "queue\nwaits", "re-\ncomp", "done", "KV\nresvd",
+                 "KV\nmapped", "waste", "peak\nMiB", "tok/s"):
+        t.add_column(name, justify="right", no_wrap=True)
+    t.add_column("all\nfreed", no_wrap=True)
+    for rec in records:
+        res = rec.result
+        s = res.summary if res is not None else None
+        if res is None or s is None or res.memory is None:
+            why = rec.problem or (res.error if res is not None else None) or "no summary"
+            t.add_row(rec.config, *["-"] * 9, f"[red]{why}[/red]")
+            continue
+        leaked = res.memory.leaked_pages
+        back = "yes" if leaked == 0 else f"[red]{leaked} lost[/red]"
+        t.add_row(rec.config, str(s.peak_concurrent), str(s.queued), str(s.recomputed),
+                  f"{s.completed}/{s.requests}", str(s.reserved_kv_pages),
+                  str(s.mapped_kv_pages), f"{s.waste_percent}%",
+                  f"{s.peak_used_pages * 4096 / 2**20:.0f}", f"{s.tokens_per_s:.1f}", back)
+    return t
+
+
+def serve_json(records: list[ServeRecord]) -> str:
+    """`nexos serve --json`: every record with every parsed figure."""
+    return json.dumps([r.to_json() for r in records], indent=2)

@@ -1,0 +1,397 @@
+"""smolserve (docs/smolserve.md): a KV-cache server inside NexOS, in all four configurations.
+
+Every expected number is computed here: the KV page counts from the checkpoint's geometry
+and docs/smolprobe.md's layout (nexos.kvcache), the generated workload from its seed (the
+same xorshift64* draw as user/smolserve.c, written again below), the admission decisions
+from the kernel's own figures on the admit/queue lines (docs/smolserve.md, "Admission").
+The only literals are the seed's §3.2 request sizes. Workloads are short (a few tokens each,
+small max lengths except seed32's) so the file runs in a few minutes on two shared cores.
+
+The parser tests at the end read transcripts made by scripts/serve_transcripts.py and need
+no QEMU; the others boot the real kernel (the `build_kernel` fixture marks them `qemu`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from nexos.config import BuildConfig
+from nexos.kvcache import PAGE, KvShape, max_kv_pages
+from nexos.qemu import QemuSession
+from nexos.serve import (
+    ServeEvent,
+    ServeParseError,
+    ServeRecord,
+    ServeResult,
+    parse_serve,
+    serve_command,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+TRANSCRIPTS = REPO / "tests" / "transcripts"
+CONFIGS = [BuildConfig(lz, cw, cpus=2) for lz, cw in ((0, 0), (0, 1), (1, 0), (1, 1))]
+SEED32 = "smolserve --workload seed32"
+GEN = ("--requests", "4", "--max-len", "32", "--long-len", "4", "--seed", "3")
+KILLED = serve_command([*GEN, "--test-kill", "R1"])
+QUEUE_ARGS = (6, 2048, 1, 0)  # requests, max_len, long_len, seed: 6 whole reservations
+QUEUE = serve_command(["--requests", "6", "--max-len", "2048", "--long-len", "1"])
+FILL_ARGS = QUEUE_ARGS
+FILL = serve_command(["--requests", "6", "--max-len", "2048", "--long-len", "1",
+                      "--test-fill", "1"])
+RUN_TIMEOUT = 600.0
+
+
+# ------------------------------------------------------------------------ the workloads
+
+@dataclass(frozen=True)
+class Req:
+    id: str
+    max_len: int
+    prompt: int
+    gen: int
+
+
+def seed32() -> list[Req]:
+    """The seed's §3.2 example: A max 2048, prompt 7, 1 + 2 generated; B 512, 3, 1 + 1."""
+    return [Req("A", 2048, 7, 1 + 2), Req("B", 512, 3, 1 + 1)]
+
+
+def generated(n: int, max_len: int, long_len: int, seed: int) -> list[Req]:
+    """smolserve's generated workload (docs/smolserve.md "Workloads"), drawn the same way."""
+    mask = 2**64 - 1
+    st = (seed * 0x9E3779B97F4A7C15 + 1) & mask
+
+    def rnd() -> int:
+        nonlocal st
+        st ^= st >> 12
+        st ^= (st << 25) & mask
+        st ^= st >> 27
+        return (st * 2685821657736338717) & mask
+
+    short = max(1, long_len // 4)
+    out = []
+    for i in range(n):
+        prompt = min(1 + rnd() % 4, max_len - 1)
+        for _ in range(prompt):
+            rnd()
+        if rnd() % 8 == 0 and long_len > short:
+            gen = short + 1 + rnd() % (long_len - short)
+        else:
+            gen = 1 + rnd() % short
+        out.append(Req(f"R{i}", max_len, prompt, min(gen, max_len - prompt)))
+    return out
+
+
+def shape(max_len: int) -> KvShape:
+    """The KV layout of a max_len reservation, from the checkpoint the LLM image carries as
+    /model.bin (the build records which); SmolLM-135M's geometry before any build."""
+    listed = REPO / "build" / CONFIGS[-1].name / "model.list"
+    model = Path(listed.read_text().strip()) if listed.is_file() else None
+    base = KvShape.from_checkpoint(model) if model and model.is_file() else KvShape()
+    return base.with_seq_len(max_len)
+
+
+def needed_pages(s: KvShape, rows: int) -> int:
+    """Distinct pages rows [0, rows) of the 2*n_layers regions touch (page-aligned base)."""
+    row = s.kv_dim * 4
+    pages: set[int] = set()
+    for r in range(2 * s.n_layers):
+        start = r * s.region_bytes
+        pages.update(range(start // PAGE, (start + rows * row - 1) // PAGE + 1))
+    return len(pages)
+
+
+# ------------------------------------------------------------------------ the checks
+
+def check_requests(res: ServeResult, work: list[Req], lazy: int, filled: bool = False) -> None:
+    """Every request line equals what the geometry and the workload give (with `filled`, a
+    first attempt that survived --test-fill mapped its whole reservation)."""
+    assert [r.id for r in res.requests] == [w.id for w in work]
+    for line, w in zip(res.requests, work):
+        s = shape(w.max_len)
+        used = w.prompt + w.gen
+        reserved = max_kv_pages(s)
+        assert reserved == -(-2 * s.n_layers * w.max_len * s.kv_dim * 4 // PAGE)
+        want = dict(max_len=w.max_len, prompt=w.prompt, generated=w.gen,
+                    reserved_slots=w.max_len, used_slots=used,
+                    internal_waste_slots=w.max_len - used, reserved_kv_pages=reserved,
+                    mapped_kv_pages=needed_pages(s, used) if lazy and not (
+                        filled and line.attempts == 1) else reserved,
+                    needed_kv_pages=needed_pages(s, used))
+        assert {k: getattr(line, k) for k in want} == want, line
+
+
+def check_summary(res: ServeResult) -> None:
+    """SERVE_SUMMARY and memory from the request and event lines; nothing lost or leaked."""
+    s, m = res.summary, res.memory
+    assert s is not None and m is not None and res.start is not None
+    reserved = sum(r.reserved_kv_pages for r in res.requests)
+    mapped = sum(r.mapped_kv_pages for r in res.requests)
+    needed = sum(r.needed_kv_pages for r in res.requests)
+    admits = [e for e in res.events if e.kind == "admit"]
+    assert s.requests == s.completed == len(res.requests) == res.start.requests
+    assert sorted(e.id for e in res.events if e.kind == "finish") == sorted(
+        r.id for r in res.requests)
+    assert s.reserved_kv_pages == reserved and s.mapped_kv_pages == mapped
+    assert s.waste_percent == (100 * max(mapped - needed, 0) // mapped if mapped else 0)
+    assert s.peak_concurrent == max(e.running for e in admits)
+    assert s.queued == len({e.id for e in res.events if e.kind == "queue"})
+    assert s.recomputed == sum(e.kind == "recompute" for e in res.events)
+    assert s.peak_used_pages >= max(e.used_pages for e in res.events)
+    for r in res.requests:
+        assert r.attempts == sum(e.kind == "admit" and e.id == r.id for e in admits)
+    assert m.baseline_free_pages == res.start.free_pages == m.final_free_pages
+    assert m.leaked_pages == 0
+
+
+def expected_est(prev: ServeEvent | None, req: Req) -> int:
+    """est_pages for req after the admit line prev (docs/smolserve.md "Admission")."""
+    if prev is None:
+        return 0
+    assert prev.fork_pages is not None and prev.reserve_mapped_pages is not None
+    assert prev.reserved_kv_pages
+    res = max_kv_pages(shape(req.max_len))
+    return prev.fork_pages + -(-prev.reserve_mapped_pages * res // prev.reserved_kv_pages)
+
+
+def check_admission(res: ServeResult, work: list[Req], lazy: int, cow: int) -> None:
+    """Every admit and watermark-queue decision follows the rule, on the kernel's figures."""
+    assert res.start is not None
+    base, grow = res.start.watermark_base_pages, res.start.grow_pages
+    in_use = res.start.total_pages - res.start.free_pages  # the server: mostly the weights
+    assert base == res.start.total_pages // 64
+    assert grow == -(-32 * res.start.kv_bytes_per_slot // PAGE)
+    s = shape(1)
+    assert res.start.kv_bytes_per_slot == 2 * s.n_layers * s.kv_dim * 4
+    by_id = {w.id: w for w in work}
+    prev: ServeEvent | None = None
+    for e in res.events:
+        if e.kind not in ("admit", "queue"):
+            continue
+        assert e.free_pages is not None and e.est_pages is not None
+        assert e.est_pages == expected_est(prev, by_id[e.id]), e
+        if not lazy and prev is not None:   # eager: the whole reservation counts
+            assert e.est_pages >= max_kv_pages(shape(by_id[e.id].max_len)), e
+        if e.kind == "admit":
+            assert e.watermark_pages == base + e.running * grow
+            assert e.running == 1 or e.free_pages - e.est_pages >= e.watermark_pages, e
+            # eager sbrk maps the whole reservation, lazy none of it
+            assert e.reserve_mapped_pages == (0 if lazy else e.reserved_kv_pages)
+            # a copying fork copies the server's pages (the weights), a COW fork shares them
+            assert e.fork_pages is not None
+            if cow:
+                assert e.fork_pages < in_use // 10, e
+            else:
+                assert e.fork_pages >= 9 * in_use // 10, e
+            prev = e
+        elif e.reason == "watermark":
+            assert e.watermark_pages == base + (e.running + 1) * grow
+            assert e.running > 0 and e.free_pages - e.est_pages < e.watermark_pages, e
+
+
+def check_run(res: ServeResult, work: list[Req], cfg: BuildConfig) -> None:
+    assert res.error is None
+    assert res.start is not None
+    assert (res.start.lazy_alloc, res.start.cow_alloc, res.start.ncpu) == (
+        cfg.lazy, cfg.cow, cfg.cpus)
+    check_requests(res, work, cfg.lazy)
+    check_summary(res)
+    check_admission(res, work, cfg.lazy, cfg.cow)
+
+
+# ------------------------------------------------------------------------ the guest runs
+
+@pytest.fixture(scope="module", params=CONFIGS, ids=[c.name for c in CONFIGS])
+def served(request: pytest.FixtureRequest, build_kernel) -> tuple[BuildConfig, dict[str, str]]:
+    """One boot per configuration: seed32 and the killed generated run, their outputs."""
+    cfg: BuildConfig = request.param
+    build_kernel(cfg, llm=True)
+    outputs: dict[str, str] = {}
+    with QemuSession.for_config(cfg, REPO, llm=True) as s:
+        extra = {(0, 0): (QUEUE,), (1, 1): (QUEUE, FILL)}.get((cfg.lazy, cfg.cow), ())
+        for cmd in (SEED32, KILLED, *extra):
+            outputs[cmd] = s.run(cmd, timeout=RUN_TIMEOUT).output
+    return cfg, outputs
+
+
+def test_seed32_figures_and_admission(served: tuple[BuildConfig, dict[str, str]]) -> None:
+    cfg, outputs = served
+    res = parse_serve(outputs[SEED32])
+    check_run(res, seed32(), cfg)
+    a, b = res.requests
+    assert (a.used_slots, a.internal_waste_slots) == (7 + 1 + 2, 2048 - 10)
+    assert (b.used_slots, b.internal_waste_slots) == (3 + 1 + 1, 512 - 5)
+
+
+def test_eager_fits_only_whole_reservations(served: tuple[BuildConfig, dict[str, str]]
+                                            ) -> None:
+    """Six requests of 2048 slots: eager sbrk admits only as many whole reservations as
+    free memory holds, and queues the rest; lazy sbrk with COW admits all six at once."""
+    cfg, outputs = served
+    if QUEUE not in outputs:
+        pytest.skip("the queueing run is made on lazy0-cow0 and lazy1-cow1")
+    res = parse_serve(outputs[QUEUE])
+    work = generated(*QUEUE_ARGS)
+    check_run(res, work, cfg)
+    assert res.start is not None and res.summary is not None
+    whole = max_kv_pages(shape(2048))
+    if cfg.lazy:
+        assert res.summary.peak_concurrent == len(work) and res.summary.queued == 0
+    else:
+        assert res.summary.peak_concurrent <= res.start.free_pages // whole < len(work)
+        assert res.summary.queued > 0
+
+
+def test_killed_worker_is_recomputed(served: tuple[BuildConfig, dict[str, str]]) -> None:
+    cfg, outputs = served
+    res = parse_serve(outputs[KILLED])
+    check_run(res, generated(4, 32, 4, 3), cfg)
+    rec = [e for e in res.events if e.kind == "recompute"]
+    assert [(e.id, e.attempt, e.status) for e in rec] == [("R1", 1, -1)]
+    assert {r.id: r.attempts for r in res.requests}["R1"] == 2
+    assert "usertrap" not in outputs[KILLED] and "panic" not in outputs[KILLED]
+
+
+def test_out_of_memory_kills_are_recomputed(served: tuple[BuildConfig, dict[str, str]]
+                                            ) -> None:
+    """Lazy sbrk admits all six 2048-slot requests; filled, they need more pages than the
+    guest has, so the kernel kills some in their page faults and the server runs them
+    again. Nothing is lost and every page comes back."""
+    cfg, outputs = served
+    if FILL not in outputs:
+        pytest.skip("the fill run is made on lazy1-cow1 only")
+    out = outputs[FILL]
+    res = parse_serve(out)
+    work = generated(*FILL_ARGS)
+    assert res.start is not None and res.summary is not None
+    s = shape(2048)
+    assert len(work) * max_kv_pages(s) > res.start.free_pages  # they cannot all fill
+    assert res.error is None
+    check_requests(res, work, cfg.lazy, filled=True)
+    check_summary(res)
+    check_admission(res, work, cfg.lazy, cfg.cow)
+    kills = [ln for ln in out.splitlines() if "usertrap: " in ln]
+    rec = [e for e in res.events if e.kind == "recompute"]
+    assert rec and len(rec) == len(kills) == res.summary.recomputed
+    assert all(e.status == -1 for e in rec)
+    assert res.summary.peak_concurrent == len(work)
+
+
+def test_serving_plot_is_readable(served: tuple[BuildConfig, dict[str, str]],
+                                  tmp_path: Path) -> None:
+    import matplotlib.image
+
+    from nexos.plot import write_serve_plot
+
+    cfg, outputs = served
+    rec = ServeRecord(cfg.name, cfg.lazy, cfg.cow, cfg.cpus, SEED32, 0.0, None,
+                      parse_serve(outputs[SEED32]))
+    png = write_serve_plot([rec], tmp_path)
+    img = matplotlib.image.imread(png)
+    assert img.shape[0] > 200 and img.shape[1] > 200
+
+
+def test_errors_are_one_line(build_kernel) -> None:
+    cfg = CONFIGS[-1]
+    build_kernel(cfg, llm=True)
+    cases = {
+        "smolserve --requests 0 --max-len 8": "--requests",
+        "smolserve --workload /nope": "no such built-in workload or file",
+        "smolserve --workload /bad.txt": "/bad.txt:1:",
+        "smolserve --requests 2 --max-len 1000000": "max_seq_len",
+        "smolserve --workload seed32 --test-kill Z": "--test-kill",
+    }
+    with QemuSession.for_config(cfg, REPO, llm=True) as s:
+        s.run("echo A 16 1,x gen=2 > /bad.txt")
+        for cmd, why in cases.items():
+            out = s.run(cmd, timeout=RUN_TIMEOUT).output
+            res = parse_serve(out)
+            assert res.error is not None and why in res.error, out
+            assert out.count("[smolserve] error:") == 1
+            assert "usertrap" not in out and "panic" not in out
+
+
+def test_nexos_serve_json_carries_every_figure(build_kernel) -> None:
+    for cfg in (CONFIGS[0], CONFIGS[-1]):
+        build_kernel(cfg, llm=True)
+    p = subprocess.run([sys.executable, "-m", "nexos", "serve", "--workload", "seed32",
+                        "--no-build", "--json"], cwd=REPO, capture_output=True, text=True,
+                       timeout=2 * RUN_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    records = json.loads(p.stdout)
+    assert [r["config"] for r in records] == ["lazy0-cow0", "lazy1-cow1"]
+    for r, cfg in zip(records, (CONFIGS[0], CONFIGS[-1])):
+        assert r["problem"] is None and r["error"] is None and r["cpus"] == 2
+        assert set(r["summary"]) == {
+            "requests", "completed", "peak_concurrent", "queued", "recomputed",
+            "reserved_kv_pages", "mapped_kv_pages", "waste_percent", "peak_used_pages",
+            "tokens_per_s"}
+        assert set(r["memory"]) == {"baseline_free_pages", "final_free_pages", "leaked_pages"}
+        for line, w in zip(r["requests"], seed32()):
+            s = shape(w.max_len)
+            used = w.prompt + w.gen
+            assert line["used_slots"] == used
+            assert line["reserved_kv_pages"] == max_kv_pages(s)
+            assert line["mapped_kv_pages"] == (needed_pages(s, used) if cfg.lazy
+                                               else max_kv_pages(s))
+        kinds = {e["kind"] for e in r["events"]}
+        assert {"admit", "finish"} <= kinds
+        assert all({"t_ms", "running", "used_pages"} <= set(e) for e in r["events"])
+
+
+# ------------------------------------------------------------------------ the parser
+
+def transcript(name: str) -> tuple[str, str]:
+    """(header, console text) of tests/transcripts/<name>.txt."""
+    header, _, body = (TRANSCRIPTS / f"{name}.txt").read_text(encoding="utf-8").partition("\n")
+    assert header.startswith("# scripts/serve_transcripts.py guest ")
+    return header, body
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in TRANSCRIPTS.glob("serve-*.txt")))
+def test_parser_reads_every_transcript(name: str) -> None:
+    header, body = transcript(name)
+    res = parse_serve(body)
+    if "error" in name:
+        assert res.error is not None and res.summary is None
+        return
+    assert res.summary is not None and res.memory is not None
+    lazy, cow = int(name[-6]), int(name[-1])
+    assert res.start is not None and (res.start.lazy_alloc, res.start.cow_alloc) == (lazy, cow)
+    check_summary(res)
+
+
+def test_parser_transcript_figures() -> None:
+    _, body = transcript("serve-seed32-lazy0-cow0")
+    res = parse_serve(body)
+    check_run(res, seed32(), BuildConfig(0, 0, cpus=2))
+    _, body = transcript("serve-generated-lazy1-cow0")
+    check_run(parse_serve(body), generated(4, 64, 4, 1), BuildConfig(1, 0, cpus=2))
+    _, body = transcript("serve-queue-lazy0-cow0")
+    res = parse_serve(body)
+    check_run(res, generated(*QUEUE_ARGS), BuildConfig(0, 0, cpus=2))
+    assert res.summary is not None and res.summary.queued > 0
+    _, body = transcript("serve-killed-lazy1-cow1")
+    res = parse_serve(body)
+    assert [e.kind for e in res.events].count("recompute") == 1
+    assert res.to_json()["summary"]["recomputed"] == 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize("mangle", [
+    lambda t: t.replace("peak_concurrent=", "peak="),
+    lambda t: t.replace(" recomputed=0", ""),
+    lambda t: t.replace("waste_percent=99%", "waste_percent=99"),
+    lambda t: t.replace("[smolserve] memory", "[smolserve] memoir"),
+    lambda t: t.split("[smolserve] SERVE_SUMMARY")[0],
+    lambda t: t.replace("reason=watermark", "reason=tired"),
+])
+def test_parser_rejects_broken_output(mangle) -> None:  # type: ignore[no-untyped-def]
+    _, body = transcript("serve-queue-lazy0-cow0")
+    with pytest.raises(ServeParseError):
+        parse_serve(mangle(body))
