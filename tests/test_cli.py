@@ -334,3 +334,13 @@ def test_compare_runs_the_single_request_then_the_samples_runs():
         ("lazy0-cow0", None), ("lazy1-cow0", None), ("lazy1-cow0", 4), ("lazy1-cow1", 4)]
     assert names(compare_probes(req, 2, True, 256)) == [
         (f"{n}-mem256", s) for s in (None, 2) for n in ALL_FOUR]
+
+
+def test_probe_request_text_flags():
+    from nexos.records import TEXT_GEN, ProbeRequest
+    req = ProbeRequest.from_args(["--chat", "What's up?"])
+    assert req.text == ("--chat", "What's up?") and req.gen_len == TEXT_GEN
+    assert req.args() == ["--chat", "What's up?", "--gen-len", str(TEXT_GEN)]
+    req = ProbeRequest.from_args(["--prompt=Hello", "--gen-len", "3", "--stop-at-eos"])
+    assert req.args() == ["--prompt", "Hello", "--gen-len", "3", "--stop-at-eos"]
+    assert ProbeRequest.from_args([]).args() == ["--prompt-tokens", "1,2,3", "--gen-len", "10"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import children_of, proc_alive
-from nexos.config import BuildConfig
+from nexos.config import BuildConfig, matrix
 from nexos.kvcache import KvShape, active_pages_est, max_kv_pages
 
 pytestmark = pytest.mark.qemu
@@ -251,15 +251,16 @@ def test_grade_parallel_check_in_every_configuration(build_kernel, repo, tmp_pat
 
 # --------------------------------------------------------------------------- nexos plot
 
-PLOTS = ("kv_pages_vs_tokens.png", "saved_vs_seq_len.png", "pages_vs_branches.png")
+PLOTS = ("kv_pages_vs_tokens.png", "saved_vs_seq_len.png", "pages_vs_branches.png",
+         "serve_concurrency.png")
 
 
 def test_plot_defaults_write_readable_pngs(build_kernel, repo, tmp_path):
     """`nexos plot` with its default options (run in an empty folder: the default --out is
-    build/plots/ there) writes the three charts; matplotlib reads them back."""
+    build/plots/ there) writes the four charts; matplotlib reads them back."""
     import matplotlib.image
 
-    for c in (EAGER, LAZY, COW):
+    for c in matrix():  # the serving chart runs smolserve on all four kernels
         build_kernel(c, llm=True)
     r = nexos(repo, "plot", "--no-build", timeout=3600, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -270,7 +271,8 @@ def test_plot_defaults_write_readable_pngs(build_kernel, repo, tmp_path):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert png.stat().st_size > 20_000
         pixels = matplotlib.image.imread(png)
-        assert pixels.shape[:2] == (540, 840)  # figsize 7 x 4.5 inches at 120 dpi
+        # 7 inches wide at 120 dpi; 4.5 high, or 6.5 for the serving chart's two panels
+        assert pixels.shape[:2] == ((780, 840) if name == "serve_concurrency.png" else (540, 840))
         assert pixels.std() > 0.05  # lines and text, not a blank canvas
         assert f"wrote {Path('build/plots') / name}" in r.stdout
 
@@ -303,3 +305,18 @@ def test_grade_hidden_programs_via_extra_uprogs(repo, tmp_path):
     f = cases["lazy1-cow1-mem256/hidden_bad"].find("failure")
     assert f is not None and "hidden check 2: FAILED" in f.get("message", "")
     assert "7/17" in r.stdout
+
+
+# --------------------------------------------------------------------------- text in, text out
+
+def test_probe_passes_a_text_prompt_through(build_kernel, repo):
+    build_kernel(LAZY, llm=True)
+    r = nexos(repo, "probe", "--no-build", "--json", "--", "--prompt", "The capital of France is",
+              "--gen-len", "4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = json.loads(r.stdout)
+    assert rec["command"] == "smolprobe --prompt 'The capital of France is' --gen-len 4"
+    assert rec["verdict"] == "LAZY_STYLE" and rec["reserve_mapped_pages"] == 0
+    shape = model_shape(build_kernel(LAZY, llm=True))
+    assert rec["expected_active_pages_est"] == rec["active_pages_est"] > 0
+    assert rec["expected_max_kv_pages"] == max_kv_pages(shape)

@@ -28,6 +28,7 @@ from safetensors.numpy import save_file
 
 from conftest import file_lock
 from nexos.config import BuildConfig, matrix
+from nexos.kvcache import KvShape, active_pages_est
 from nexos.parse import parse_smolprobe
 from nexos.qemu import QemuSession
 from test_model_import import HF_CONFIG, hf_weights
@@ -266,3 +267,41 @@ def test_readme_text_commands_in_the_guest(build_kernel):
     assert completion.text is not None and completion.request.gen_tokens == 8, outs[1]
     for r in (answer, completion):
         assert r.verdict == "LAZY_STYLE" and r.reserve.mapped_pages == 0
+
+
+def test_readme_nexos_serve_line(build_kernel):
+    """The README's `nexos serve` line: both kernels serve every request; the lazy
+    copy-on-write one runs at least ten times as many at once."""
+    words = readme_line("$ nexos serve ")[1:]
+    configs = [BuildConfig(0, 0), BuildConfig(1, 1)]
+    for c in configs:
+        build_kernel(c, llm=True)
+    with locked(configs):
+        r = run(nexos_argv([*words, "--json"]), timeout=2400)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rows = {x["config"]: x for x in json.loads(r.stdout)}
+    assert set(rows) == {"lazy0-cow0", "lazy1-cow1"}
+    for x in rows.values():
+        assert x["problem"] is None, x
+        assert x["summary"]["completed"] == x["summary"]["requests"] == 32, x["summary"]
+    assert (rows["lazy1-cow1"]["summary"]["peak_concurrent"]
+            >= 10 * rows["lazy0-cow0"]["summary"]["peak_concurrent"])
+
+
+def test_readme_nexos_chat_line(build_kernel):
+    """The README's `nexos chat` line: the answer names Paris; the line under it carries the
+    KV pages the run really mapped, which are the pages its tokens span."""
+    words = readme_line("nexos chat ")
+    cfg = BuildConfig(1, 0)
+    shape = KvShape.from_checkpoint(
+        Path((build_kernel(cfg, llm=True) / "model.list").read_text().strip()), 256)
+    with locked([cfg]):
+        r = run(nexos_argv(words))
+    assert r.returncode == 0, r.stdout + r.stderr
+    answer, figures = r.stdout.strip().split("\n", 1)
+    assert "Paris" in answer
+    m = re.search(r"(\d+) prompt \+ (\d+) answer tokens .* (\d+) of 2880 reserved KV pages",
+                  " ".join(figures.split()))
+    assert m, figures
+    prompt, gen, mapped = map(int, m.groups())
+    assert mapped == active_pages_est(shape, prompt + gen)

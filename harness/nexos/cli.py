@@ -27,7 +27,7 @@ from nexos.lab.plan import LAB_CHOICES, lab_plan
 from nexos.model.cli import model
 from nexos.parse import ParseError, find_problems
 from nexos.qemu import QemuError, QemuSession, kill_all
-from nexos.records import CheckResult, ProbeRequest
+from nexos.records import TEXT_GEN, CheckResult, ProbeRequest
 from nexos.report import (
     compare_table,
     formulas_note,
@@ -213,7 +213,8 @@ def probe(lazy: int, cow: int, memsize: int, timeout: float, as_json: bool, no_b
           smolprobe_args: tuple[str, ...]) -> None:
     """Run smolprobe once and show its parsed result.
 
-    Arguments after the options go to smolprobe (default: --prompt-tokens 1,2,3 --gen-len 10)."""
+    Arguments after the options go to smolprobe (default: --prompt-tokens 1,2,3 --gen-len 10;
+    or e.g. -- --chat "What is the capital of France?")."""
     cfg = BuildConfig(lazy, cow, memsize)
     try:
         req = ProbeRequest.from_args(smolprobe_args)
@@ -232,6 +233,36 @@ def probe(lazy: int, cow: int, memsize: int, timeout: float, as_json: bool, no_b
         out.print(probe_table(run_.result, f"smolprobe on {cfg.name} ({run_.seconds:.1f}s)"))
     if run_.result.error:
         sys.exit(1)
+
+
+@cli.command()
+@mem_opt
+@click.option("--gen-len", type=click.IntRange(1), default=TEXT_GEN, show_default=True,
+              help="The longest answer, in tokens (it ends earlier at <|im_end|>).")
+@click.option("--timeout", type=float, default=900.0, show_default=True)
+@nobuild_opt
+@click.argument("question")
+def chat(memsize: int, gen_len: int, timeout: float, no_build: bool, question: str) -> None:
+    """Ask the model on the LLM image one QUESTION (smolprobe --chat) in a lazy kernel
+    (lazy1-cow0): its answer, then the KV pages the answer really mapped."""
+    cfg = BuildConfig(1, 0, memsize)
+    req = ProbeRequest(gen_len=gen_len, text=("--chat", question))
+    run_ = run_probe(prepare([cfg], True, no_build), cfg, req, timeout)
+    if run_.problem:
+        if run_.evidence:
+            click.echo(run_.evidence.rstrip()[-1500:], err=True)
+        fail(run_.problem)
+    res = run_.result
+    assert res is not None
+    if res.error or res.summary is None or res.text is None:
+        fail(f"smolprobe: {res.error or 'no answer'}")
+    assert res.summary is not None and res.generated is not None and res.prompt is not None
+    out.print(escape(res.text or ""), highlight=False)
+    s = res.summary
+    out.print(f"[dim]{len(res.prompt)} prompt + {res.generated.tokens} answer tokens "
+              f"in {run_.seconds:.1f}s on {cfg.name}: {s.actual_mapped_pages} of "
+              f"{s.max_kv_pages} reserved KV pages mapped, {s.saved_pages} "
+              f"({s.saved_percent}%) never touched[/]", highlight=False)
 
 
 def request_options(f: Any) -> Any:

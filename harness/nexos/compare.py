@@ -146,7 +146,9 @@ def probe_numbers(r: SmolprobeResult, req: ProbeRequest) -> ProbeNumbers:
 
 def probe_record(run: ProbeRun, req: ProbeRequest) -> ProbeRecord:
     """The record of one run of `req` (for --json and the tables)."""
-    exp_max, exp_active = req.expected()
+    request = run.result.request if run.result is not None else None
+    exp_max, exp_active = req.expected(
+        prompt_len=request.prompt_tokens if req.text is not None and request else None)
     return ProbeRecord(
         config=run.config.name, lazy=run.config.lazy, cow=run.config.cow,
         command=run.command, samples=req.samples, seconds=run.seconds,

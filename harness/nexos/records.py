@@ -15,6 +15,8 @@ from nexos.kvcache import KvShape, active_pages_est, max_kv_pages
 
 DEFAULT_PROMPT = (1, 2, 3)
 DEFAULT_GEN = 10
+TEXT_GEN = 64  # smolprobe's --gen-len for --prompt/--chat when none is given
+TEXT_FLAGS = ("--prompt", "--chat")
 
 JsonScalar = int | float | str | None
 Json = JsonScalar | list["Json"] | dict[str, "Json"]
@@ -22,7 +24,8 @@ Json = JsonScalar | list["Json"] | dict[str, "Json"]
 
 @dataclass(frozen=True)
 class ProbeRequest:
-    """What to ask smolprobe for. `extra` are further flags passed through verbatim."""
+    """What to ask smolprobe for. `text` is (`--prompt` or `--chat`, the text), which takes
+    the place of `prompt_tokens`; `extra` are further flags passed through verbatim."""
 
     prompt_tokens: tuple[int, ...] = DEFAULT_PROMPT
     gen_len: int = DEFAULT_GEN
@@ -30,10 +33,14 @@ class ProbeRequest:
     samples: int | None = None
     trace: bool = False
     extra: tuple[str, ...] = ()
+    text: tuple[str, str] | None = None
 
     def args(self) -> list[str]:
-        a = ["--prompt-tokens", ",".join(str(t) for t in self.prompt_tokens),
-             "--gen-len", str(self.gen_len)]
+        if self.text is not None:
+            a = [*self.text, "--gen-len", str(self.gen_len)]
+        else:
+            a = ["--prompt-tokens", ",".join(str(t) for t in self.prompt_tokens),
+                 "--gen-len", str(self.gen_len)]
         if self.seq_len is not None:
             a += ["--seq-len", str(self.seq_len)]
         if self.samples is not None:
@@ -46,14 +53,17 @@ class ProbeRequest:
     def from_args(cls, args: tuple[str, ...] | list[str]) -> ProbeRequest:
         """Parse smolprobe's own flags; anything unknown is kept in `extra` verbatim.
         ValueError on a malformed value of a known flag."""
-        prompt, gen_len, seq_len, samples = DEFAULT_PROMPT, DEFAULT_GEN, None, None
+        prompt, gen_len, seq_len, samples = DEFAULT_PROMPT, None, None, None
         trace = False
+        text: tuple[str, str] | None = None
         extra: list[str] = []
         it = iter(args)
         for a in it:
             flag, eq, val = a.partition("=")
             name = flag.replace("_", "-")
-            if name in ("--prompt-tokens", "--gen-len", "--seq-len", "--samples"):
+            if name in TEXT_FLAGS:
+                text = (name, val if eq else next(it, ""))
+            elif name in ("--prompt-tokens", "--gen-len", "--seq-len", "--samples"):
                 if not eq:
                     val = next(it, "")
                 if name == "--prompt-tokens":
@@ -68,18 +78,22 @@ class ProbeRequest:
                 trace = True
             else:
                 extra.append(a)
-        return cls(prompt, gen_len, seq_len, samples, trace, tuple(extra))
+        if gen_len is None:
+            gen_len = TEXT_GEN if text is not None else DEFAULT_GEN
+        return cls(prompt, gen_len, seq_len, samples, trace, tuple(extra), text)
 
     def command(self) -> str:
         return " ".join(["smolprobe", *(shlex.quote(x) for x in self.args())])
 
-    def expected(self, shape: KvShape | None = None) -> tuple[int, int]:
+    def expected(self, shape: KvShape | None = None, prompt_len: int | None = None
+                 ) -> tuple[int, int]:
         """(max_kv_pages, active_pages_est) that the formulas of docs/smolprobe.md give for
-        this request."""
+        this request; `prompt_len` is the prompt's token count when smolprobe encoded a text
+        (its `request` line says it)."""
         shape = shape or KvShape()
         if self.seq_len is not None:
             shape = shape.with_seq_len(self.seq_len)
-        rows = len(self.prompt_tokens) + self.gen_len
+        rows = (len(self.prompt_tokens) if prompt_len is None else prompt_len) + self.gen_len
         return max_kv_pages(shape), active_pages_est(shape, rows)
 
 
