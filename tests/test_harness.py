@@ -320,3 +320,21 @@ def test_probe_passes_a_text_prompt_through(build_kernel, repo):
     shape = model_shape(build_kernel(LAZY, llm=True))
     assert rec["expected_active_pages_est"] == rec["active_pages_est"] > 0
     assert rec["expected_max_kv_pages"] == max_kv_pages(shape)
+
+
+def test_compare_a_text_prompt(build_kernel, repo):
+    """`nexos compare --prompt TEXT`: both kernels encode the same text; the expected pages
+    follow from the token count smolprobe printed."""
+    dirs = {c: build_kernel(c, llm=True) for c in (EAGER, LAZY)}
+    r = nexos(repo, "compare", "--no-build", "--json", "--prompt", "The capital of France is",
+              "--gen-len", "3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    recs = {x["config"]: x for x in json.loads(r.stdout)}
+    shape = model_shape(dirs[LAZY])
+    lazy, eager = recs["lazy1-cow0"], recs["lazy0-cow0"]
+    assert eager["verdict"] == "EAGER_STYLE" and lazy["verdict"] == "LAZY_STYLE"
+    assert lazy["expected_active_pages_est"] == lazy["active_pages_est"]
+    assert lazy["decode_mapped_pages"] == lazy["active_pages_est"] > 0
+    assert eager["reserve_mapped_pages"] == max_kv_pages(shape)
+    bad = nexos(repo, "compare", "--no-build", "--prompt", "Hi", "--samples", "2")
+    assert bad.returncode == 2 and "--samples takes --prompt-tokens" in bad.stderr

@@ -90,7 +90,7 @@ def widest(text: str) -> int:
 def test_compare_table_fits_80_columns(seed_records):
     """The main demo's table reads whole in a plain 80-column terminal (and in CI logs,
     where rich assumes 80 columns)."""
-    text = rendered(80, compare_table(seed_records, SEED.command()), formulas_note(SEED))
+    text = rendered(80, compare_table(seed_records, SEED.command()), formulas_note(seed_records))
     assert "…" not in text and widest(text) <= 80
     eager, lazy = seed_records
     assert eager.numbers is not None and lazy.numbers is not None

@@ -269,6 +269,9 @@ def request_options(f: Any) -> Any:
     for opt in reversed([
         click.option("--prompt-tokens", "prompt", type=tokens_type, default="1,2,3",
                      show_default=True, help="Prompt token ids."),
+        click.option("--prompt", "prompt_text", default=None, metavar="TEXT",
+                     help="A text prompt instead of --prompt-tokens, encoded by the "
+                          "model's tokenizer in the guest (smolprobe --prompt)."),
         click.option("--gen-len", type=click.IntRange(0), default=10, show_default=True),
         click.option("--seq-len", type=click.IntRange(1), default=None,
                      help="smolprobe --seq-len (runtime_seq_len, default 256)."),
@@ -286,14 +289,19 @@ def request_options(f: Any) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
 @mem_opt
 @nobuild_opt
-def compare(prompt: tuple[int, ...], gen_len: int, seq_len: int | None, samples: int | None,
-            timeout: float, all_: bool, as_json: bool, memsize: int, no_build: bool) -> None:
+def compare(prompt: tuple[int, ...], prompt_text: str | None, gen_len: int,
+            seq_len: int | None, samples: int | None, timeout: float, all_: bool,
+            as_json: bool, memsize: int, no_build: bool) -> None:
     """smolprobe on eager (LAZY_ALLOC=0) vs lazy (LAZY_ALLOC=1), side by side.
 
     With --samples N the same request with --samples N also runs on the lazy kernel with
     COW_ALLOC=0 and =1 (smolprobe forks N branches after the prompt), for a second table:
     parallel sampling with COW off and on."""
-    req = ProbeRequest(prompt, gen_len, seq_len)
+    if prompt_text is not None and samples is not None:
+        raise OptionError("--samples takes --prompt-tokens, not a text --prompt "
+                          "(smolprobe's branches start from token ids)")
+    text = None if prompt_text is None else ("--prompt", prompt_text)
+    req = ProbeRequest(prompt, gen_len, seq_len, text=text)
     probes = compare_probes(req, samples, all_, memsize)
     r = prepare(list(dict.fromkeys(c for c, _ in probes)), True, no_build)
     records = [probe_record(run_, asked)
@@ -302,7 +310,7 @@ def compare(prompt: tuple[int, ...], gen_len: int, seq_len: int | None, samples:
         click.echo(records_json(records))
     else:
         out.print(compare_table(records, req.command()))
-        out.print(formulas_note(req), highlight=False)
+        out.print(formulas_note(records), highlight=False)
         par = parallel_table(records)
         if par is not None:
             out.print(par)

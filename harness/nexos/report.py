@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 
 from nexos.parse import SmolprobeResult
-from nexos.records import CheckResult, ProbeRecord, ProbeRequest
+from nexos.records import CheckResult, ProbeRecord
 from nexos.serve import ServeRecord
 
 
@@ -82,11 +82,12 @@ def _verdict(v: str | None) -> str:
     return "-" if v is None else f"[{VERDICT_STYLE.get(v, 'red')}]{v}[/]"
 
 
-def formulas_note(req: ProbeRequest) -> str:
-    """The line under the compare table: what the formulas give for the request."""
-    exp_max, exp_active = req.expected()
-    return (f"docs/smolprobe.md formulas: max_kv_pages={exp_max} "
-            f"active_pages_est={exp_active}")
+def formulas_note(records: list[ProbeRecord]) -> str:
+    """The line under the compare table: what the formulas give for the request (of the
+    first run: for a text prompt they need the token count that smolprobe printed)."""
+    first = records[0]
+    return (f"docs/smolprobe.md formulas: max_kv_pages={first.expected_max_kv_pages} "
+            f"active_pages_est={first.expected_active_pages_est}")
 
 
 def compare_table(records: list[ProbeRecord], command: str = "") -> Table:
