@@ -13,7 +13,10 @@ runs, at the shell:
   positions per second of the decode phase (its `timing` line; target >= 5);
 - `smolprobe --bench`: the Q4_1 matvec's multiply-add rate against the guest's peak packed
   int8 rate, measured in the same run (its `bench_q4_1` line; target >= 70 %), and the
-  Q8_0 classifier's rate.
+  Q8_0 classifier's rate;
+- `smolprobe --perplexity "<the opening of the Gettysburg Address>"`: the guest's perplexity
+  of the text and how far it lies from the float32 numpy reference over the same
+  dequantised weights (`reference.perplexity(..., arith="float")`; target <= 2 %).
 
 Measures only; never asserts (docs/smolprobe.md, "Text in, text out").
 """
@@ -29,6 +32,7 @@ from benchlib import BenchError, Figure, booted, main, number, parse_kv_line, re
 from nexos.build import build_one
 from nexos.config import BuildConfig
 from nexos.model.gguf_import import import_gguf
+from nexos.model.reference import perplexity
 from nexos.model.tokenizer import find_smollm2_gguf, tokenizer_blob
 from nexos.parse import parse_smolprobe
 
@@ -40,6 +44,14 @@ TARGET_WALL_S = 20.0
 BENCH = "smolprobe --bench"
 TARGET_TOKENS_PER_S = 5.0
 TARGET_Q4_1_RATIO = 70.0  # percent of the peak packed int8 rate
+# the text of tests/test_perplexity.py (GETTYSBURG), public domain
+PERPLEXITY_TEXT = ("Four score and seven years ago our fathers brought forth on this "
+                   "continent, a new nation, conceived in Liberty, and dedicated to the "
+                   "proposition that all men are created equal. Now we are engaged in a great "
+                   "civil war, testing whether that nation, or any nation so conceived and so "
+                   "dedicated, can long endure.")
+PERPLEXITY = f'smolprobe --perplexity "{PERPLEXITY_TEXT}"'
+TARGET_PPL_DIFF = 2.0  # percent, against the float32 reference
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -103,7 +115,22 @@ def measure(args: argparse.Namespace) -> list[Figure]:
                 Figure(NAME, "Q8_0 classifier MACs/s", number(d, "classifier", BENCH) / 1e6,
                        "M/s", note=note),
             ]
+            figs += perplexity_figures(s.run(PERPLEXITY, timeout=900).output, model, note)
     return figs
+
+
+def perplexity_figures(out: str, model: str, note: str) -> list[Figure]:
+    """The guest's perplexity of PERPLEXITY_TEXT and its distance from the float32
+    reference over the same tokens (docs/smolprobe.md, "Perplexity")."""
+    r = parse_smolprobe(out)
+    if not r.ok or r.perplexity is None or r.prompt is None:
+        raise BenchError(f"`{PERPLEXITY}` failed", out[-1500:])
+    ref = perplexity(model, list(r.prompt), arith="float")
+    diff = 100 * abs(r.perplexity.ppl - ref.ppl) / ref.ppl
+    what = f"{note}; {r.perplexity.tokens} tokens, float32 reference {ref.ppl:.6f}"
+    return [Figure(NAME, "perplexity (Gettysburg)", r.perplexity.ppl, "", note=what),
+            Figure(NAME, "perplexity vs float32 reference", diff, "%", TARGET_PPL_DIFF, "le",
+                   what)]
 
 
 if __name__ == "__main__":

@@ -36,6 +36,12 @@ from nexos.qemu import QemuSession  # noqa: E402
 TRANSCRIPTS = REPO / "tests" / "transcripts"
 SEED = "--prompt-tokens 1,2,3 --gen-len 10"
 HEADER = "# scripts/transcripts.py"
+# the --perplexity text: the opening of the Gettysburg Address, as in tests/test_perplexity.py
+GETTYSBURG = ("Four score and seven years ago our fathers brought forth on this continent, "
+              "a new nation, conceived in Liberty, and dedicated to the proposition that all "
+              "men are created equal. Now we are engaged in a great civil war, testing "
+              "whether that nation, or any nation so conceived and so dedicated, can long "
+              "endure.")
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,7 @@ HOST_CASES = (
     HostCase("host-prompt-smollm2", SMOLLM2,
              '--prompt "The capital of France is" --gen-len 12 --print-tokens'),
     HostCase("host-chat-smollm2", SMOLLM2, '--chat "What is the capital of France?"'),
+    HostCase("host-perplexity-smollm2", SMOLLM2, f'--perplexity "{GETTYSBURG}"'),
 )
 REAL_MEM = BuildConfig(1, 0, memsize=768)  # the real model's guest: room for 98 MB
 
@@ -143,6 +150,8 @@ GUEST_CASES = (
               '--chat "What is the capital of France?"', model=SMOLLM2),
     GuestCase("guest-prompt-lazy1-cow0-mem768", REAL_MEM,
               '--prompt "The capital of France is" --gen-len 12 --print-tokens',
+              model=SMOLLM2),
+    GuestCase("guest-perplexity-lazy1-cow0-mem768", REAL_MEM, f'--perplexity "{GETTYSBURG}"',
               model=SMOLLM2),
 )
 

@@ -548,3 +548,65 @@ def test_smollm2_encode_speed(tokcheck, smollm2, capsys):
     with capsys.disabled():
         print(f"\n[tokenizer] host us per encode: {runs}")
     assert runs["prompt_1k"] < 5000 and max(runs.values()) < 20000
+
+
+# ---------------------------------------------------------------- in the guest
+
+# Shell-safe texts (printable ASCII, no " or \) from the corpus: prose, digit runs,
+# contractions, punctuation runs, runs of spaces; and UTF-8 text, which the console and the
+# shell pass through byte for byte (Latin accents, CJK, typographic quotes and dashes).
+GUEST_TEXTS = [t for t in CORPUS if t and t.isascii() and t.isprintable() and '"' not in t
+               and "\\" not in t and len(t) <= 80][:24]
+GUEST_TEXTS += ["café 中文", "naïve résumé — “quoted”", "日本語のテキスト"]
+GUEST_MODEL = ROOT / "build" / "models" / "smollm2-135m-instruct.bin"
+
+
+def guest_runs(build_kernel, commands: list[str]) -> list[str]:
+    """Each command's output in one boot of the lazy1-cow0 kernel with the default real
+    model as /model.bin (carriage returns removed)."""
+    from nexos.config import BuildConfig
+    from nexos.qemu import QemuSession
+
+    if not GUEST_MODEL.is_file():
+        pytest.skip(f"{GUEST_MODEL} not built (make llm)")
+    cfg = BuildConfig(1, 0)
+    build_kernel(cfg, llm=True)
+    with QemuSession.for_config(cfg, ROOT, llm=True) as qs:
+        return [qs.run(c, timeout=600).output.replace("\r", "") for c in commands]
+
+
+@pytest.mark.qemu
+@needs_gguf
+def test_guest_prompt_tokens_equal_reference(build_kernel, smollm2):
+    """smolprobe --prompt in the guest encodes as `tokenizers` does (its prompt line)."""
+    from nexos.parse import parse_smolprobe
+
+    _, ref, _ = smollm2
+    assert len(GUEST_TEXTS) >= 12
+    kinds = {"digits": "1234567", "contraction": "don't", "punctuation": "!!!???...,,,;;;:::",
+             "spaces": "several    spaces     here"}
+    assert set(kinds.values()) <= set(GUEST_TEXTS)
+    outs = guest_runs(build_kernel, [f'smolprobe --prompt "{t}" --gen-len 0'
+                                     for t in GUEST_TEXTS])
+    for text, out in zip(GUEST_TEXTS, outs, strict=True):
+        r = parse_smolprobe(out)
+        assert r.ok and r.prompt is not None, out
+        assert list(r.prompt) == ref.encode(text).ids, text
+
+
+@pytest.mark.qemu
+@needs_gguf
+def test_guest_text_line_equals_reference_decode(build_kernel, smollm2):
+    """The `text:` line of a guest --prompt run is what `tokenizers` decodes from the
+    generated ids (control tokens skipped)."""
+    from nexos.parse import parse_smolprobe
+
+    _, ref, _ = smollm2
+    prompts = ["Once upon a time", "The capital of France is", "1, 2, 3, 4,"]
+    outs = guest_runs(build_kernel, [f'smolprobe --prompt "{p}" --gen-len 16 --print-tokens'
+                                     for p in prompts])
+    for p, out in zip(prompts, outs, strict=True):
+        r = parse_smolprobe(out)
+        assert r.ok and r.tokens is not None and r.text is not None, out
+        assert list(r.prompt or ()) == ref.encode(p).ids
+        assert r.text == ref.decode(list(r.tokens), skip_special_tokens=True), p

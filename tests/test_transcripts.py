@@ -68,11 +68,18 @@ class Transcript:
 
     @property
     def text(self) -> str | None:
-        """The --prompt or --chat text, or None."""
-        return self.flag("--prompt") or self.flag("--chat")
+        """The --prompt, --chat or --perplexity text, or None."""
+        return self.flag("--prompt") or self.flag("--chat") or self.scored
+
+    @property
+    def scored(self) -> str | None:
+        """The --perplexity text (scored, nothing generated), or None."""
+        return self.flag("--perplexity")
 
     @property
     def gen_len(self) -> int:
+        if self.scored:
+            return 0
         return int(self.flag("--gen-len") or (TEXT_GEN_LEN if self.text else -1))
 
 
@@ -127,6 +134,8 @@ def expected_mode(t: Transcript) -> str:
         return "error"
     if t.flag("--samples"):
         return "samples"
+    if t.scored:
+        return "perplexity"
     return "single" if t.flag("--prompt-tokens") or t.text else "bench"
 
 
@@ -134,7 +143,7 @@ def expected_mode(t: Transcript) -> str:
 
 def test_every_mode_has_a_transcript():
     modes = {expected_mode(transcript(n)) for n in ALL}
-    assert modes == {"single", "samples", "bench", "error"}
+    assert modes == {"single", "samples", "perplexity", "bench", "error"}
     assert {transcript(n).where for n in ALL} == {"host", "guest"}
 
 
@@ -192,7 +201,7 @@ def check_single(t: Transcript, r: SmolprobeResult) -> None:
     total = r.request.prompt_tokens + r.request.gen_tokens
     fed = total   # K/V rows written; a request that stops at its eos does not feed it
     stops = "--chat" in t.args or "--stop-at-eos" in t.args
-    assert (r.generated is not None) == bool(t.text or stops)
+    assert (r.generated is not None) == bool((t.text and not t.scored) or stops)
     if r.generated is not None:
         g = r.generated
         assert g.stopped_at_eos in (0, 1) and (g.stopped_at_eos == 0 or stops)
@@ -215,7 +224,11 @@ def check_single(t: Transcript, r: SmolprobeResult) -> None:
         assert mapped == sorted(mapped) and mapped[-1] == s.actual_mapped_pages
     else:
         assert r.trace == []
-    assert (r.text is not None) == bool(t.text)
+    assert (r.text is not None) == bool(t.text and not t.scored)
+    assert (r.perplexity is not None) == bool(t.scored)
+    if r.perplexity is not None:   # every fed token but the first is scored
+        assert r.perplexity.tokens == r.request.prompt_tokens == fed >= 2
+        assert r.perplexity.nll > 0 and r.perplexity.ppl > 1
     if "--chat" in t.args and "France" in (t.text or ""):
         assert "Paris" in (r.text or "")   # the real model's answer, as it printed it
     assert (r.tokens is not None) == ("--print-tokens" in t.args)

@@ -5,7 +5,8 @@
 // model needs except the KV cache, snapshots memstat(), reserves the whole KV cache for
 // seq_len positions with one sbrk() (never memset), snapshots again, feeds the prompt and
 // generates, snapshots a third time, and prints how many KV pages the kernel mapped in each
-// phase against the reservation (docs/smolprobe.md, "Output").
+// phase against the reservation (docs/smolprobe.md, "Output"). --perplexity feeds a text
+// and scores each next token instead of generating (docs/smolprobe.md, "Perplexity").
 //
 // The model itself (loader, forward(), sampler, tokenizer) is the model library,
 // user/llm.h. This file reads top to bottom: the KV reservation and page accounting, the
@@ -144,7 +145,8 @@ struct options {
   int print_tokens, print_logits, trace;
   int bench;            // --bench: the int8 micro-benchmark (alone, or after the request)
   int kill_branch;      // --test-kill-branch K: branch K kills itself (K+1; 0: none)
-  const char *text;     // --prompt or --chat TEXT (encoded with the model's tokenizer)
+  const char *text;     // --prompt, --chat or --perplexity TEXT (the model's tokenizer)
+  int score;            // 1: --perplexity (score the text, generate nothing)
   int chat;             // 1: --chat (the text is a user message, ChatML)
   int stop_eos;         // --stop-at-eos (default with --chat): end at <|im_end|>
   int eos[2];           // the ids that end the request with stop_eos
@@ -184,6 +186,65 @@ run(const struct model *mo, struct state *s, struct sampler *sp, struct options 
       return;
     }
   }
+}
+
+// -log softmax(logits)[next] in float: m = max, s = sum of expf(l - m) left to right,
+// then (m + logf(s)) - l[next], each step rounded to float (docs/smolprobe.md,
+// "Perplexity").
+static float
+token_nll(const float *logits, int n, int next)
+{
+  float m = logits[0], s = 0.0f;
+  for(int i = 1; i < n; i++)
+    if(logits[i] > m)
+      m = logits[i];
+  for(int i = 0; i < n; i++)
+    s += expf(logits[i] - m);
+  float lse = m + logf(s);
+  return lse - logits[next];
+}
+
+// --perplexity: feed the N prompt tokens at positions 0..N-1; the logits of position pos
+// score token pos+1. Returns the sum of the N-1 token NLLs, added in double.
+static double
+score_run(const struct model *mo, struct state *s, struct options *o)
+{
+  int n = o->n_prompt;
+  double nll = 0.0;
+  for(int pos = 0; pos < n; pos++){
+    forward(mo, s, o->tokens[pos], pos, pos < n - 1);
+    if(pos < n - 1)
+      nll += token_nll(s->logits, mo->c.vocab_size, o->tokens[pos + 1]);
+  }
+  o->generated = 0;
+  o->fed = n;
+  return nll;
+}
+
+// v >= 0 as "<int>.<6 digits>" into buf (v * 1e6 + 0.5 truncated, as print_list does).
+static char *
+fmt_micro(char *buf, int size, double v)
+{
+  if(!(v >= 0.0))
+    v = 0.0;                                   // never: an NLL sum and an exp are >= 0
+  if(v > 1e12)
+    v = 1e12;
+  uint64 micro = (uint64)(v * 1e6 + 0.5), frac = micro % 1000000;
+  int k = snprintf(buf, size, "%lu.", micro / 1000000);  // size > 28: room for all
+  for(int j = 5; j >= 0; j--, frac /= 10)
+    buf[k + j] = '0' + frac % 10;
+  buf[k + 6] = 0;
+  return buf;
+}
+
+// "[smolprobe] perplexity tokens=N nll=<sum> ppl=<expf(sum / (N-1))>".
+static void
+print_perplexity(int n, double nll)
+{
+  char a[40], b[40];
+  float ppl = expf((float)(nll / (n - 1)));
+  printf("[smolprobe] perplexity tokens=%d nll=%s ppl=%s\n", n, fmt_micro(a, sizeof(a), nll),
+         fmt_micro(b, sizeof(b), ppl));
 }
 
 // Write a line "<prefix>v,v,...\n" of n ints or floats (%.6f; nan, inf, -inf as such) in
@@ -865,7 +926,7 @@ load_tokenizer(const struct model *mo, struct tokenizer *tok, const char *what)
 static void
 encode_prompt(struct tokenizer *tok, struct options *o)
 {
-  const char *s = o->text, *flag = o->chat ? "--chat" : "--prompt";
+  const char *s = o->text, *flag = o->chat ? "--chat" : o->score ? "--perplexity" : "--prompt";
   char *chat = 0;
   int len = strlen(s);
   if(o->chat){
@@ -884,6 +945,11 @@ encode_prompt(struct tokenizer *tok, struct options *o)
   o->tokens = llm_malloc((uint64)n * sizeof(int), "prompt");
   tok_encode(tok, s, len, o->tokens, n);
   o->n_prompt = n;
+  if(o->score && n < 2){
+    fprintf(2, "[smolprobe] error: --perplexity: the text encodes to %d token; scoring needs "
+            "at least 2\n", n);
+    exit(1);
+  }
   if(chat)
     free(chat);
   print_list("[smolprobe] prompt tokens=", o->tokens, 0, n);
@@ -954,7 +1020,8 @@ print_model(const struct model *mo)
 static void
 usage(void)
 {
-  printf("usage: smolprobe (--prompt-tokens a,b,c | --prompt TEXT | --chat TEXT) [--gen-len N]\n"
+  printf("usage: smolprobe (--prompt-tokens a,b,c | --prompt TEXT | --chat TEXT |\n"
+         "                  --perplexity TEXT) [--gen-len N]\n"
          "                 [--seq-len N] [--model PATH] [--temperature T] [--seed S]\n"
          "                 [--stop-at-eos] [--print-tokens] [--print-logits] [--trace]\n"
          "                 [--samples N] [--bench] [--help]\n"
@@ -973,6 +1040,8 @@ usage(void)
          "  --gen-len        tokens to generate (>= 0; default 64 with --prompt/--chat);\n"
          "                   every prompt and generated token is fed, so the run writes\n"
          "                   prompt+gen K/V rows\n"
+         "  --perplexity TEXT  score TEXT (its tokens as encoded, no bos): feed every token\n"
+         "                   and print the perplexity of each next token (generates none)\n"
          "  --stop-at-eos    end the request when the model emits <|im_end|>\n"
          "  --temperature    0 (default) = greedy; > 0 samples with --seed (default 0)\n"
          "  --print-tokens   print the generated ids; --print-logits the final logits\n"
@@ -1114,9 +1183,14 @@ parse_args(int argc, char **argv, struct options *o)
       o->bench = 1;
     } else if(strcmp(a, "--prompt") == 0 || strcmp(a, "--chat") == 0){
       if(o->text)
-        llm_die("give one --prompt or --chat, not two: ", a);
+        llm_die("give one --prompt, --chat or --perplexity, not two: ", a);
       o->text = flag_value(argc, argv, &i);
       o->chat = a[2] == 'c';
+    } else if(strcmp(a, "--perplexity") == 0){
+      if(o->text)
+        llm_die("give one --prompt, --chat or --perplexity, not two: ", a);
+      o->text = flag_value(argc, argv, &i);
+      o->score = 1;
     } else if(strcmp(a, "--stop-at-eos") == 0){
       o->stop_eos = 1;
     } else if(strcmp(a, "--test-kill-branch") == 0){   // test hook, see docs/smolprobe.md
@@ -1134,6 +1208,12 @@ parse_args(int argc, char **argv, struct options *o)
     llm_die("--prompt-tokens, --prompt or --chat is required (try --help)", "");
   if(o->chat)
     o->stop_eos = 1;
+  if(o->score && (o->gen_len >= 0 || o->samples || o->stop_eos || o->bench || o->trace ||
+                  o->print_tokens || o->print_logits))
+    llm_die("--perplexity scores its text alone (no --gen-len, --samples, --stop-at-eos, "
+            "--bench, --trace, --print-tokens or --print-logits)", "");
+  if(o->score)
+    o->gen_len = 0;
   if(o->gen_len < 0 && o->text)
     o->gen_len = DEFAULT_TEXT_GEN;
   if(o->gen_len < 0)
@@ -1225,7 +1305,8 @@ main(int argc, char **argv)
   load_model(o.model, &mo);
   print_model(&mo);
   if(o.text || o.stop_eos){
-    load_tokenizer(&mo, &tok, o.text ? (o.chat ? "--chat" : "--prompt") : "--stop-at-eos");
+    load_tokenizer(&mo, &tok, o.text ? (o.chat ? "--chat" : o.score ? "--perplexity" :
+                   "--prompt") : "--stop-at-eos");
     o.eos[0] = tok.eos;
     o.eos[1] = tok.im_end;
   }
@@ -1258,11 +1339,15 @@ main(int argc, char **argv)
   kv_reserve(&s, &mo.c, &kp);
   memstat(&reserved);
   printf("[smolprobe] running decode...\n");
-  run(&mo, &s, &sp, &o, 0, total, &before);
+  double nll = 0.0;
+  if(o.score)
+    nll = score_run(&mo, &s, &o);
+  else
+    run(&mo, &s, &sp, &o, 0, total, &before);
   memstat(&done);
   uint64 t2 = clock_us();
 
-  if(o.text || o.stop_eos)
+  if((o.text && !o.score) || o.stop_eos)
     printf("[smolprobe] generated tokens=%d stopped_at_eos=%d\n", o.generated,
            o.fed < total);
   report(&kp, kv_active_pages(&mo.c, &kp, o.fed), &before, &reserved, &done);
@@ -1270,7 +1355,9 @@ main(int argc, char **argv)
   uint64 tps10 = (uint64)o.fed * 10000000UL / dus;   // positions per second, times 10
   printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu\n",
          (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10);
-  if(o.text)
+  if(o.score)
+    print_perplexity(o.n_prompt, nll);
+  if(o.text && !o.score)
     print_text(&tok, o.tokens + o.n_prompt, o.generated);
   if(o.print_tokens)
     print_list("[smolprobe] tokens=", o.tokens + o.n_prompt, 0, o.generated);

@@ -125,6 +125,7 @@ LINE_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
     "verdict": (("verdict", WORD),),
     "generated": (("tokens", INT), ("stopped_at_eos", INT)),
     "timing": (("load_ms", INT), ("decode_ms", INT), ("tokens_per_s", DECIMAL)),
+    "perplexity": (("tokens", INT), ("nll", DECIMAL), ("ppl", DECIMAL)),
     "tokens": (("tokens", INTS),),
     "logits": (("logits", FLOATS),),
     "fork_phase": (("branches", INT), ("shared_pages_at_fork", INT), ("prefix_kv_pages", INT),
@@ -187,6 +188,11 @@ MODE_LINES: dict[str, tuple[Step, ...]] = {
         (("fork_failed",), 0, 1), (("PARALLEL_SUMMARY",), 1, 1), (("branches_phase",), 1, 1),
         (("verdict",), 1, 1), (("timing",), 1, 1), (("bench",), 0, 1),
         (("bench_detail",), 0, 1), (("bench_q4_1",), 0, 1)),
+    "perplexity": (
+        (("loading",), 1, 1), (("model",), 0, 1), (("prompt",), 1, 1), (("request",), 1, 1),
+        (("kv_capacity",), 1, 1), (("running",), 1, 1), (("SUMMARY",), 1, 1),
+        (("reserve_phase",), 1, 1), (("decode_phase",), 1, 1), (("verdict",), 1, 1),
+        (("timing",), 1, 1), (("perplexity",), 1, 1)),
     "bench": ((("loading",), 1, 1), (("model",), 0, 1), (("bench",), 1, 1),
               (("bench_detail",), 1, 1),
               (("bench_q4_1",), 0, 1)),
@@ -487,6 +493,15 @@ class Generated:
     stopped_at_eos: int         # 1: the request ended at <|im_end|> (--stop-at-eos, --chat)
 
 
+@dataclass(frozen=True)
+class Perplexity:
+    """`perplexity` of a --perplexity run (docs/smolprobe.md, "Perplexity")."""
+
+    tokens: int                 # N, the tokens of the text (N - 1 of them scored)
+    nll: float                  # the sum of the N - 1 next-token NLLs, in nats
+    ppl: float                  # expf(nll / (N - 1))
+
+
 TEXT_ESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
 TEXT_ESCAPE_RE = re.compile(r"\\(x[0-9a-f]{2}|[\\nrt])")
 
@@ -508,13 +523,14 @@ class BenchQ41:
     ratio: int                  # percent
 
 
-MODES = ("single", "samples", "bench", "error")
+MODES = ("single", "samples", "perplexity", "bench", "error")
 
 
 @dataclass
 class SmolprobeResult:
-    """One smolprobe run. `mode` is single, samples, bench or error; on an error run `error`
-    holds the message and the fields of the lines printed before it are set."""
+    """One smolprobe run. `mode` is single, samples, perplexity, bench or error; on an
+    error run `error` holds the message and the fields of the lines printed before it are
+    set."""
 
     mode: str = ""
     model: ModelInfo | None = None          # which model the image carries
@@ -529,6 +545,7 @@ class SmolprobeResult:
     verdict: str | None = None       # LAZY_STYLE | EAGER_STYLE | MIXED
     verdict_text: str = ""           # the explanation after the verdict
     timing: Timing | None = None
+    perplexity: Perplexity | None = None  # --perplexity
     generated: Generated | None = None  # --prompt/--chat/--stop-at-eos
     text: str | None = None             # the generated text (--prompt/--chat), unescaped
     tokens: tuple[int, ...] | None = None
@@ -657,6 +674,9 @@ def _apply(res: SmolprobeResult, rec: Record) -> None:
                                                          "vocab", "tokenizer"))
     elif k == "prompt":
         res.prompt = rec.fields["tokens"]  # type: ignore[assignment]
+    elif k == "perplexity":
+        res.perplexity = Perplexity(*_ints(rec, "tokens"), _float(rec, "nll"),
+                                    _float(rec, "ppl"))
     elif k == "generated":
         res.generated = Generated(*_ints(rec, "tokens", "stopped_at_eos"))
     elif k == "text":
@@ -675,6 +695,8 @@ def classify(records: list[Record]) -> str:
         return "error"
     if "parallel_request" in kinds:
         return "samples"
+    if "perplexity" in kinds:
+        return "perplexity"
     if "request" in kinds:
         return "single"
     if "bench" in kinds:
@@ -731,6 +753,18 @@ def _check_single(res: SmolprobeResult, complete: bool, text: str) -> None:
                          f"{res.request.prompt_tokens}", text)
     if res.parallel_verdict:
         raise ParseError(f"a single run cannot have verdict={res.parallel_verdict}", text)
+
+
+def _check_perplexity(res: SmolprobeResult, text: str) -> None:
+    """A complete --perplexity run: it scores the N prompt tokens and generates none."""
+    assert res.request is not None and res.perplexity is not None and res.prompt is not None
+    n = res.perplexity.tokens
+    if (res.request.prompt_tokens, res.request.gen_tokens, len(res.prompt)) != (n, 0, n):
+        raise ParseError(f"perplexity tokens={n} for prompt_tokens="
+                         f"{res.request.prompt_tokens} gen_tokens={res.request.gen_tokens} "
+                         f"and {len(res.prompt)} prompt ids", text)
+    if n < 2:
+        raise ParseError(f"perplexity tokens={n}: scoring needs at least 2", text)
 
 
 def _check_samples(res: SmolprobeResult, complete: bool, text: str) -> None:
@@ -797,6 +831,8 @@ def parse_smolprobe(text: str, require_complete: bool = True) -> SmolprobeResult
         _check_order(shape, res.records, complete, text)
     if shape == "single":
         _check_single(res, complete, text)
+    elif shape == "perplexity":
+        _check_perplexity(res, text)
     elif shape == "samples":
         _check_samples(res, complete, text)
     if complete and res.bench and res.bench_detail is None:

@@ -281,3 +281,47 @@ def generate(model: str | Path | Checkpoint, prompt_tokens: list[int], gen_len: 
     assert logits is not None
     return GenerationResult(prompt, out, logits, pos + 1, seq_len, temperature, seed,
                             time.perf_counter() - t0)
+
+
+@dataclass
+class PerplexityResult:
+    """The score of a token sequence: ``nll`` the sum of the ``tokens - 1`` next-token
+    negative log-likelihoods (nats), ``ppl`` = expf(nll / (tokens - 1))."""
+
+    tokens: int
+    nll: float
+    ppl: float
+    seconds: float
+
+
+def token_nll(logits: np.ndarray, nxt: int) -> F32:
+    """``-log softmax(logits)[nxt]`` as smolprobe's token_nll: m = max, s = Σ expf(l - m)
+    left to right, then ``(m + logf(s)) - l[nxt]``, each step rounded to float32."""
+    m = logits.max()
+    s = seq_sum(exp_f32((logits - m).astype(F32)))
+    lse = F32(m + f64_round(np.log, s))
+    return F32(lse - logits[nxt])
+
+
+def perplexity(model: str | Path | Checkpoint, tokens: list[int], seq_len: int | None = None,
+               arith: str = "int") -> PerplexityResult:
+    """smolprobe --perplexity (docs/smolprobe.md, "Perplexity"): feed ``tokens`` at
+    positions 0..N-1; the logits of position ``i`` score token ``i+1``. The N-1 float32
+    NLLs are added in float64 left to right, and ``ppl = expf(float32(nll / (N-1)))``."""
+    ckpt = model if isinstance(model, Checkpoint) else load_checkpoint(model)
+    toks = [int(t) for t in tokens]
+    if seq_len is None:
+        seq_len = min(DEFAULT_SEQ_LEN, ckpt.config.max_seq_len)
+    if len(toks) < 2:
+        raise RequestError(f"scoring needs at least 2 tokens, not {len(toks)}")
+    check_request(ckpt, toks[:-1], 1, seq_len)
+    if not 0 <= toks[-1] < ckpt.config.vocab_size:
+        raise RequestError(f"token id {toks[-1]} is outside the vocabulary")
+    t0 = time.perf_counter()
+    tf, nll = Transformer(ckpt, seq_len, arith), 0.0
+    for pos, tok in enumerate(toks):
+        logits = tf.forward(tok, pos, want_logits=pos < len(toks) - 1)
+        if logits is not None:
+            nll += float(token_nll(logits, toks[pos + 1]))
+    ppl = float(exp_f32(np.asarray(F32(nll / (len(toks) - 1))))[()])
+    return PerplexityResult(len(toks), nll, ppl, time.perf_counter() - t0)
