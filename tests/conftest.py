@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -47,6 +49,28 @@ def locked_build(config: BuildConfig, llm: bool) -> BuildResult:
         return shared
     with file_lock(config.name):
         return build_one(REPO, config, llm)
+
+
+def copy_checkout(tmp_path: Path, share_models: bool = False) -> Path:
+    """The tracked files of this checkout in tmp_path/tree. With share_models, its
+    build/models and build/assets are links to this checkout's (made first: the copy's
+    make then only builds the kernel and images)."""
+    tree = tmp_path / "tree"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    for f in filter(None, files):
+        if (REPO / f).is_file():
+            (tree / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, tree / f)
+    if share_models:
+        with file_lock("shared"):
+            shared = prebuild_shared(REPO, True)
+        assert shared is None or shared.ok, shared.excerpt
+        (tree / "build").mkdir(exist_ok=True)
+        for name in ("models", "assets"):
+            if (REPO / "build" / name).is_dir():
+                (tree / "build" / name).symlink_to(REPO / "build" / name)
+    return tree
 
 
 @contextmanager

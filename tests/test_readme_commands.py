@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -26,7 +25,7 @@ import pexpect
 import pytest
 from safetensors.numpy import save_file
 
-from conftest import file_lock
+from conftest import copy_checkout, file_lock
 from nexos.config import BuildConfig, matrix
 from nexos.kvcache import KvShape, active_pages_est
 from nexos.parse import parse_smolprobe
@@ -178,19 +177,20 @@ def test_readme_model_import_then_make_qemu_llm_model(build_kernel, tmp_path):
     assert res.summary.max_kv_pages < 2880
 
 
-def test_make_qemu_boots_the_shell(build_kernel):
-    cfg = BuildConfig(1, 1)
-    build_kernel(cfg)
-    with locked([cfg]):
-        child = pexpect.spawn("make", ["qemu", "LAZY_ALLOC=1", "COW_ALLOC=1"], cwd=str(ROOT),
-                              encoding="utf-8", timeout=300)
-        try:
-            child.expect(r"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=512M")
-            child.expect(r"\$ ")
-            child.sendline("echo readme")
-            child.expect(r"readme\r\n\$ ")
-        finally:
-            quit_make_qemu(child)
+def test_make_qemu_boots_the_shell(tmp_path):
+    """In a copy of the checkout: `make qemu` boots fs.img read-write, which would stop the
+    other tests' read-only boots of the shared image (QEMU's image lock)."""
+    tree = copy_checkout(tmp_path, share_models=True)
+    child = pexpect.spawn("make", ["qemu", "LAZY_ALLOC=1", "COW_ALLOC=1",
+                                   f"PYTHON={sys.executable}"], cwd=str(tree),
+                          encoding="utf-8", timeout=600)
+    try:
+        child.expect(r"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=512M")
+        child.expect(r"\$ ")
+        child.sendline("echo readme")
+        child.expect(r"readme\r\n\$ ")
+    finally:
+        quit_make_qemu(child)
 
 
 def test_make_qemu_gdb_waits_for_the_debugger(build_kernel, tmp_path):
@@ -224,18 +224,6 @@ def ss_listening(port: int) -> bool:
             if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
                 return True
     return False
-
-
-def copy_checkout(tmp_path: Path) -> Path:
-    """The tracked files of this checkout in tmp_path/tree."""
-    tree = tmp_path / "tree"
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
-                           check=True).stdout.decode().split("\0")
-    for f in filter(None, files):
-        if (ROOT / f).is_file():
-            (tree / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / f, tree / f)
-    return tree
 
 
 def test_make_clean_removes_builds_and_keeps_models(tmp_path):

@@ -1,8 +1,8 @@
 """The seed document's exact commands: `make qemu-llm LAZY_ALLOC=1 COW_ALLOC=1`, then
 `smolprobe --prompt-tokens 1,2,3 --gen-len 10` (and its alias) at the NexOS shell.
 
-(`make clean` before it is left out here: under pytest-xdist another worker may be using the
-builds it would remove. A clean build is what .ci/run does on a fresh clone anyway.)"""
+They run in a fresh copy of the checkout (its build/models shared), so the build there is a
+clean one, as after `make clean`, and the image it boots read-write is its own."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import signal
 
 import pexpect
 
-from conftest import file_lock
-from nexos.config import BuildConfig
+from conftest import copy_checkout
 from nexos.parse import parse_smolprobe
 
 
@@ -31,24 +30,24 @@ def quit_make_qemu(child: pexpect.spawn) -> None:
     child.close(force=True)
 
 
-def test_make_qemu_llm_then_smolprobe(build_kernel, repo):
-    cfg = BuildConfig(1, 1)
-    build_kernel(cfg, llm=True)
-    with file_lock(cfg.name):  # make may not rebuild anything while we hold it
-        child = pexpect.spawn("make", ["qemu-llm", "LAZY_ALLOC=1", "COW_ALLOC=1"],
-                              cwd=str(repo), encoding="utf-8", timeout=600)
-        try:
-            child.expect(r"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=512M")
-            child.expect(r"\$ ")
-            child.sendline("smolprobe --prompt-tokens 1,2,3 --gen-len 10")
-            child.expect(r"\[smolprobe\] timing [^\r\n]+\r\n")
-            res = parse_smolprobe(child.before + child.after)
-            child.expect(r"\$ ")
-            child.sendline("smol_probe --prompt-tokens 1,2,3 --gen-len 10")
-            child.expect(r"\[smolprobe\] timing [^\r\n]+\r\n")
-            alias = parse_smolprobe(child.before + child.after)
-        finally:
-            quit_make_qemu(child)
+def test_make_qemu_llm_then_smolprobe(tmp_path):
+    # In a copy of the checkout (sharing build/models): `make qemu-llm` boots its image
+    # read-write, and QEMU's image lock would refuse other tests' boots of a shared one.
+    tree = copy_checkout(tmp_path, share_models=True)
+    child = pexpect.spawn("make", ["qemu-llm", "LAZY_ALLOC=1", "COW_ALLOC=1"],
+                          cwd=str(tree), encoding="utf-8", timeout=900)
+    try:
+        child.expect(r"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=512M")
+        child.expect(r"\$ ")
+        child.sendline("smolprobe --prompt-tokens 1,2,3 --gen-len 10")
+        child.expect(r"\[smolprobe\] timing [^\r\n]+\r\n")
+        res = parse_smolprobe(child.before + child.after)
+        child.expect(r"\$ ")
+        child.sendline("smol_probe --prompt-tokens 1,2,3 --gen-len 10")
+        child.expect(r"\[smolprobe\] timing [^\r\n]+\r\n")
+        alias = parse_smolprobe(child.before + child.after)
+    finally:
+        quit_make_qemu(child)
     for r in (res, alias):
         assert (r.summary.max_kv_pages, r.kv_capacity.active_pages_est) == (2880, 180)
         assert (r.reserve.mapped_pages, r.decode.mapped_pages) == (0, 180)
