@@ -10,9 +10,12 @@ import os
 import signal
 
 import pexpect
+import pytest
 
 from conftest import copy_checkout
 from nexos.parse import parse_smolprobe
+
+pytestmark = pytest.mark.qemu  # make qemu-llm boots the kernel (no kernel fixture says so)
 
 
 def quit_make_qemu(child: pexpect.spawn) -> None:
