@@ -8,14 +8,15 @@
 // Set by hart 0 when the shared kernel state is ready; the other harts wait for it.
 static volatile int started = 0;
 
-// Contract: give harts still coming out of reset a moment (at most 5 ms) to count
-// themselves, so that nharts() is final. QEMU starts them all at once, so this is short.
+// Contract: give harts still coming out of reset a moment (at most 100 ms) to count
+// themselves, so that nharts() is final. QEMU starts them all at once, but on a busy host
+// a hart's thread may first run several ms later (5 ms was seen to be too short).
 static void
 wait_for_harts(void)
 {
   uint64 t0 = r_time();
 
-  while(nharts() < NCPU && r_time() - t0 < TIMEBASE_HZ / 200)
+  while(nharts() < NCPU && r_time() - t0 < TIMEBASE_HZ / 10)
     ;
 }
 
