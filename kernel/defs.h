@@ -37,6 +37,10 @@ int             fileread(struct file*, uint64, int n);
 int             filestat(struct file*, uint64 addr);
 int             filewrite(struct file*, uint64, int n);
 
+// fdt.c -- the device tree QEMU passes at reset
+extern uint64    boot_fdt;           // its physical address, set by start() on hart 0
+int             fdt_cpu_count(void);  // cpu@ nodes under /cpus; 0: no usable tree
+
 // fs.c
 void            fsinit(int);
 int             dirlink(struct inode*, char*, uint);

@@ -8,15 +8,19 @@
 // Set by hart 0 when the shared kernel state is ready; the other harts wait for it.
 static volatile int started = 0;
 
-// Contract: give harts still coming out of reset a moment (at most 100 ms) to count
-// themselves, so that nharts() is final. QEMU starts them all at once, but on a busy host
-// a hart's thread may first run several ms later (5 ms was seen to be too short).
+// Contract: wait until the harts the device tree lists (at most NCPU) have counted
+// themselves, so that nharts() is final before the configuration line. QEMU starts them
+// all at once, but on a busy host a hart's thread may first run many ms later. The wait
+// is bounded (a hart that never comes must not stop the boot); without a device tree it
+// is the old guess: up to 100 ms for NCPU harts.
 static void
-wait_for_harts(void)
+wait_for_harts(int listed)
 {
   uint64 t0 = r_time();
+  uint64 bound = listed > 0 ? 2 * TIMEBASE_HZ : TIMEBASE_HZ / 10;
+  int want = listed > 0 && listed < NCPU ? listed : NCPU;
 
-  while(nharts() < NCPU && r_time() - t0 < TIMEBASE_HZ / 10)
+  while(nharts() < want && r_time() - t0 < bound)
     ;
 }
 
@@ -27,10 +31,11 @@ void
 main(void)
 {
   if(cpuid() == 0){
+    int listed = fdt_cpu_count();   // before kinit() reuses the blob's memory
     consoleinit();
     printfinit();
     kinit();
-    wait_for_harts();
+    wait_for_harts(listed);
     kvminit();
     kvminithart();
     procinit();

@@ -22,12 +22,16 @@ volatile int booted_harts;
 #define COUNTEREN_CY (1L << 0)   // cycle
 #define COUNTEREN_TM (1L << 1)   // time
 
-// Contract: called by entry.S on each hart in M-mode with the hart's boot stack.
-// Leaves M-mode forever: mret lands in main() in S-mode with paging off, all traps
-// and interrupts delegated to S-mode, the supervisor timer armed.
+// Contract: called by entry.S on each hart in M-mode with the hart's boot stack, the
+// hart id and the device tree's physical address (fdt.c). Leaves M-mode forever: mret
+// lands in main() in S-mode with paging off, all traps and interrupts delegated to
+// S-mode, the supervisor timer armed.
 void
-start(void)
+start(uint64 hartid, uint64 fdt)
 {
+  if(hartid == 0)
+    boot_fdt = fdt;   // read by hart 0 in main(), before any other use of the memory
+
   // mret goes to supervisor mode, at main().
   uint64 x = r_mstatus();
   x = (x & ~MSTATUS_MPP_MASK) | MSTATUS_MPP_S;

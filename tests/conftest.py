@@ -1,11 +1,12 @@
-"""Shared fixtures: the checkout, kernels built through make (once per session and worker,
-under a per-configuration file lock), a fake QEMU."""
+"""Shared fixtures: the checkout, the host build of the user programs, kernels built through
+make (once per session and worker, under a per-configuration file lock), a fake QEMU."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -13,10 +14,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from nexos.build import BuildResult, build_one, prebuild_shared
 from nexos.config import BuildConfig
+from nexos.parse import SmolprobeResult, parse_smolprobe
 from nexos.toolchain import ToolchainError, find_toolchain
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,6 +88,19 @@ def file_lock(name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def host_programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the host build (tests/host/Makefile: smolprobe with its test hooks,
+    mathcheck, tokcheck), made once per session and worker."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs the host gcc")
+    out = tmp_path_factory.mktemp("host")
+    p = subprocess.run(["make", "-s", "-C", str(REPO / "tests/host"), f"OUT={out}"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -213,3 +229,43 @@ def children_of(pid: int) -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 kids.append(int(d.name))
     return kids
+
+
+# --------------------------------------------------------------------------- make qemu*
+
+def quit_make_qemu(child: pexpect.spawn) -> None:
+    """Quit QEMU with its console escape (Ctrl-A x), as a user would; if that does not end
+    make, kill make and QEMU together (pexpect made make a process-group leader)."""
+    try:
+        child.sendcontrol("a")
+        child.send("x")
+        child.expect(pexpect.EOF, timeout=30)
+    except (pexpect.ExceptionPexpect, OSError):
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    child.close(force=True)
+
+
+@contextmanager
+def make_qemu(args: list[str], cwd: Path, timeout: float = 900) -> Iterator[pexpect.spawn]:
+    """`make <args>` in cwd under pexpect, as a user types it; quits QEMU on the way out."""
+    child = pexpect.spawn("make", args, cwd=str(cwd), encoding="utf-8", timeout=timeout)
+    try:
+        yield child
+    finally:
+        quit_make_qemu(child)
+
+
+def boot_to_shell(child: pexpect.spawn, boot_line: str) -> None:
+    """Wait for the kernel's configuration line (exactly `boot_line`) and the first prompt."""
+    child.expect_exact(boot_line)
+    child.expect(r"\$ ")
+
+
+def shell_smolprobe(child: pexpect.spawn, command: str) -> SmolprobeResult:
+    """Type a smolprobe command at the prompt; its output up to the timing line, parsed."""
+    child.sendline(command)
+    child.expect(r"\[smolprobe\] timing [^\r\n]+\r\n")
+    return parse_smolprobe(child.before + child.after)

@@ -23,8 +23,10 @@ def passed(output: str) -> bool:
     return bool(lines) and lines[-1] == "ALL TESTS PASSED"
 
 
-@pytest.mark.parametrize("lazy,cow,cpus", [(0, 0, 1), (1, 1, 3)])
+@pytest.mark.parametrize("lazy,cow,cpus", [(0, 0, 1), (1, 1, 3), (1, 1, 8)])
 def test_boot_line_is_true(build_kernel, repo, lazy, cow, cpus):
+    """cpus= counts the harts QEMU was given (the device tree's, kernel/fdt.c), up to
+    NCPU = 8: hart 0 waits for each before it prints the line."""
     cfg = BuildConfig(lazy, cow, cpus=cpus)
     build_kernel(BuildConfig(lazy, cow))
     with QemuSession.for_config(cfg, repo) as s:

@@ -70,11 +70,8 @@ def micro(v: float) -> str:
 
 
 @pytest.fixture(scope="module")
-def host_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("host")
-    subprocess.run(["make", "-s", "-C", str(ROOT / "tests/host"), f"OUT={out}"], check=True,
-                   capture_output=True)
-    return out / "smolprobe"
+def host_bin(host_programs: Path) -> Path:
+    return host_programs / "smolprobe"
 
 
 def score(binary: Path, model: Path, text: str, *extra: str) -> subprocess.CompletedProcess[str]:

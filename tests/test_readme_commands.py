@@ -25,13 +25,12 @@ import pexpect
 import pytest
 from safetensors.numpy import save_file
 
-from conftest import copy_checkout, file_lock
+from conftest import boot_to_shell, copy_checkout, file_lock, make_qemu, shell_smolprobe
 from nexos.config import BuildConfig, matrix
 from nexos.kvcache import KvShape, active_pages_est
 from nexos.parse import parse_smolprobe
 from nexos.qemu import QemuSession
 from test_model_import import HF_CONFIG, hf_weights
-from test_seed_commands import quit_make_qemu
 
 pytestmark = pytest.mark.qemu
 
@@ -161,17 +160,10 @@ def test_readme_model_import_then_make_qemu_llm_model(build_kernel, tmp_path):
     make_args = [a if not a.startswith("MODEL=") else f"MODEL={out}" for a in make_words[1:]]
     cfg = BuildConfig(1, 1, 256)
     with locked([cfg]):
-        child = pexpect.spawn("make", [*make_args, "MEMSIZE=256",
-                                       f"PYTHON={sys.executable}"],
-                              cwd=str(ROOT), encoding="utf-8", timeout=600)
-        try:
-            child.expect(r"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=256M")
-            child.expect(r"\$ ")
-            child.sendline("smolprobe --prompt-tokens 1,2,3 --gen-len 10")
-            child.expect(r"\[smolprobe\] timing [^\r\n]+\r\n")
-            res = parse_smolprobe(child.before + child.after)
-        finally:
-            quit_make_qemu(child)
+        with make_qemu([*make_args, "MEMSIZE=256", f"PYTHON={sys.executable}"], ROOT,
+                       timeout=600) as child:
+            boot_to_shell(child, "nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=256M")
+            res = shell_smolprobe(child, "smolprobe --prompt-tokens 1,2,3 --gen-len 10")
     # the imported model's geometry: 2 layers, 2 KV heads of 16, 128 positions by default
     assert res.verdict == "LAZY_STYLE" and res.reserve.mapped_pages == 0
     assert res.summary.max_kv_pages < 2880
@@ -181,16 +173,11 @@ def test_make_qemu_boots_the_shell(tmp_path):
     """In a copy of the checkout: `make qemu` boots fs.img read-write, which would stop the
     other tests' read-only boots of the shared image (QEMU's image lock)."""
     tree = copy_checkout(tmp_path, share_models=True)
-    child = pexpect.spawn("make", ["qemu", "LAZY_ALLOC=1", "COW_ALLOC=1",
-                                   f"PYTHON={sys.executable}"], cwd=str(tree),
-                          encoding="utf-8", timeout=600)
-    try:
-        child.expect(r"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=512M")
-        child.expect(r"\$ ")
+    with make_qemu(["qemu", "LAZY_ALLOC=1", "COW_ALLOC=1", f"PYTHON={sys.executable}"], tree,
+                   timeout=600) as child:
+        boot_to_shell(child, "nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=512M")
         child.sendline("echo readme")
         child.expect(r"readme\r\n\$ ")
-    finally:
-        quit_make_qemu(child)
 
 
 def test_make_qemu_gdb_waits_for_the_debugger(build_kernel, tmp_path):
@@ -198,8 +185,7 @@ def test_make_qemu_gdb_waits_for_the_debugger(build_kernel, tmp_path):
     with a gdb server on the port it wrote into .gdbinit (in a copy of the checkout, so that
     the .gdbinit it writes stays out of the tree)."""
     tree = copy_checkout(tmp_path)
-    child = pexpect.spawn("make", ["qemu-gdb"], cwd=str(tree), encoding="utf-8", timeout=600)
-    try:
+    with make_qemu(["qemu-gdb"], tree, timeout=600) as child:
         child.expect(r"now run 'gdb-multiarch build/lazy1-cow1/kernel'")
         port = int((tree / ".gdbinit").read_text().split(":")[-1])
         for _ in range(50):  # the server is up once QEMU has started
@@ -208,8 +194,6 @@ def test_make_qemu_gdb_waits_for_the_debugger(build_kernel, tmp_path):
             child.expect([pexpect.TIMEOUT], timeout=0.2)
         assert ss_listening(port), f"no gdb server on port {port}"
         assert "nexos: LAZY_ALLOC" not in child.before  # stopped before the kernel ran
-    finally:
-        quit_make_qemu(child)
 
 
 def ss_listening(port: int) -> bool:

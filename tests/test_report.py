@@ -7,6 +7,7 @@ from a real guest (see its README); nothing is typed by hand.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,6 @@ TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts"
 EAGER, LAZY, COW = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(1, 1)
 SEED = ProbeRequest()  # smolprobe --prompt-tokens 1,2,3 --gen-len 10
 SAMPLES4 = ProbeRequest(samples=4)
-KILLED = ProbeRequest(gen_len=3, samples=2, extra=("--test-kill-branch", "0"))
 
 # The keys of `nexos compare --json` (docs/harness.md, "JSON records").
 RUN_KEYS = {"config", "lazy", "cow", "command", "samples", "seconds", "boot_seconds",
@@ -54,12 +54,22 @@ def transcript(name: str) -> tuple[str, str]:
     return header.split("$ ", 1)[1].strip(), output
 
 
-def record(name: str, config: BuildConfig, req: ProbeRequest) -> ProbeRecord:
-    """The record of a transcript, as `nexos compare` makes it from a run of `req`."""
+def record(name: str, config: BuildConfig, req: ProbeRequest | None = None) -> ProbeRecord:
+    """The record of a transcript, as `nexos compare` makes it from a run of `req` (by
+    default the request that the transcript's command spells)."""
     command, output = transcript(name)
-    assert command == req.command(), (command, req.command())
+    if req is None:
+        req = ProbeRequest.from_args(shlex.split(command)[1:])
+    else:
+        assert command == req.command(), (command, req.command())
     run = ProbeRun(config, command, parse_smolprobe(output), seconds=10.0, output=output)
     return probe_record(run, req)
+
+
+def killed_record() -> ProbeRecord:
+    """A --samples 3 run whose branch 1 was killed: the host test build's transcript (the
+    test hook that kills it is not in the guest's smolprobe); the host shim maps lazily."""
+    return record("host-samples3-killed", LAZY)
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +126,7 @@ def test_compare_table_leaves_the_samples_runs_to_the_parallel_table(seed_record
 
 @pytest.mark.parametrize("width", [80, 100])
 def test_parallel_table_fits_the_terminal(samples_records, width):
-    killed = record("guest-samples2-killed-lazy1-cow1", COW, KILLED)
-    table = parallel_table([*samples_records, killed])
+    table = parallel_table([*samples_records, killed_record()])
     text = rendered(width, table)
     assert "…" not in text and widest(text) <= width
     copying, cow = (r.numbers.parallel for r in samples_records if r.numbers)
@@ -127,7 +136,7 @@ def test_parallel_table_fits_the_terminal(samples_records, width):
     assert f"{cow.saved_pages} ({cow.saved_percent}%)" in text
     flat = " ".join(text.split())  # the caption may wrap
     assert " ".join(copying.fork_failures[0].split()) in flat
-    assert "branch 0 killed before reporting" in flat
+    assert "branch 1 killed before reporting" in flat
     assert SAMPLES4.command() in flat
 
 
@@ -173,9 +182,9 @@ def test_samples_record_json_keys_and_numbers(samples_records):
 
 
 def test_killed_branch_is_in_the_record():
-    p = record("guest-samples2-killed-lazy1-cow1", COW, KILLED).to_json()["parallel"]
-    assert p["forked"] == 2 and len(p["branch_lines"]) == 1
-    assert p["killed"] and p["killed"][0].startswith("branch 0 killed before reporting")
+    p = killed_record().to_json()["parallel"]
+    assert p["forked"] == 3 and [b["index"] for b in p["branch_lines"]] == [0, 2]
+    assert p["killed"] and p["killed"][0].startswith("branch 1 killed before reporting")
 
 
 def test_failed_run_record_carries_the_evidence():

@@ -23,30 +23,13 @@ from nexos.model.synth import synthesize
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = 4096
-# The model library smolprobe links (the Makefile's LLM_SRCS, user/llm.h).
-MODEL_LIBRARY = ("llm", "tokenizer", "unicode_classes")
-
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs the host gcc")
 
 
-def _gcc(args: list[str]) -> None:
-    subprocess.run(["gcc", "-O2", "-Wall", "-Werror", "-fno-builtin", f"-I{ROOT}", *args],
-                   check=True, capture_output=True, text=True)
-
-
 @pytest.fixture(scope="session")
-def host_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The host build of smolprobe (and mathcheck) in a temporary directory."""
-    out = tmp_path_factory.mktemp("host")
-    rename = ["-include", str(ROOT / "tests/host/rename.h")]
-    _gcc(["-c", "-o", str(out / "shim.o"), str(ROOT / "tests/host/shim.c")])
-    srcs = [str(ROOT / f"user/{name}.c") for name in ("smolprobe", *MODEL_LIBRARY, "umath")]
-    _gcc([*rename, "-o", str(out / "smolprobe"), *srcs, str(out / "shim.o")])
-    _gcc([*rename, "-c", "-o", str(out / "umath.o"), str(ROOT / "user/umath.c")])
-    subprocess.run(["gcc", "-O2", "-o", str(out / "mathcheck"),
-                    str(ROOT / "tests/host/mathcheck.c"), str(out / "umath.o"), "-lm"],
-                   check=True)
-    return out
+def host_bin(host_programs: Path) -> Path:
+    """The host build's folder (smolprobe and mathcheck)."""
+    return host_programs
 
 
 @pytest.fixture(scope="session")

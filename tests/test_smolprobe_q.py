@@ -45,12 +45,8 @@ F32 = np.float32
 
 
 @pytest.fixture(scope="module")
-def host_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """make -C tests/host into a temporary folder; the smolprobe binary."""
-    out = tmp_path_factory.mktemp("host")
-    subprocess.run(["make", "-s", "-C", str(ROOT / "tests/host"), f"OUT={out}"], check=True,
-                   capture_output=True)
-    return out / "smolprobe"
+def host_bin(host_programs: Path) -> Path:
+    return host_programs / "smolprobe"
 
 
 def run(binary: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -79,17 +79,9 @@ def reference(spec: TokenizerSpec) -> Tokenizer:
 
 
 @pytest.fixture(scope="session")
-def tokcheck(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tokcheck(host_programs: Path) -> Path:
     """user/tokcheck.c built for the host (docs/tokenizer.md)."""
-    out = tmp_path_factory.mktemp("tokhost")
-    cc = ["gcc", "-O2", "-Wall", "-Werror", "-fno-builtin", f"-I{ROOT}"]
-    subprocess.run([*cc, "-c", "-o", str(out / "shim.o"), str(ROOT / "tests/host/shim.c")],
-                   check=True, capture_output=True, text=True)
-    subprocess.run([*cc, "-include", str(ROOT / "tests/host/rename.h"), "-o",
-                    str(out / "tokcheck"), str(ROOT / "user/tokcheck.c"),
-                    str(ROOT / "user/tokenizer.c"), str(ROOT / "user/unicode_classes.c"),
-                    str(out / "shim.o")], check=True, capture_output=True, text=True)
-    return out / "tokcheck"
+    return host_programs / "tokcheck"
 
 
 def batch(tokcheck: Path, blob: Path, texts: list[bytes], tmp: Path,

@@ -389,7 +389,8 @@ def scheduled_totals(r: SmolprobeResult) -> dict[str, int]:
 
 
 @pytest.mark.qemu
-@pytest.mark.parametrize("name", ["guest-seed-lazy1-cow0", "guest-samples4-lazy1-cow1"])
+@pytest.mark.parametrize("name", ["guest-seed-lazy1-cow0", "guest-samples4-lazy1-cow1",
+                                  "guest-error-test-hook-lazy1-cow1"])
 def test_guest_rerun_matches_transcript(name, build_kernel):
     t = transcript(name)
     assert t.config is not None

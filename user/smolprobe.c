@@ -144,7 +144,8 @@ struct options {
   int samples;          // --samples N (0: not given, the single-request run)
   int print_tokens, print_logits, trace;
   int bench;            // --bench: the int8 micro-benchmark (alone, or after the request)
-  int kill_branch;      // --test-kill-branch K: branch K kills itself (K+1; 0: none)
+  int kill_branch;      // --test-kill-branch K (host test build only): branch K kills
+                        // itself (K+1; 0: none)
   const char *text;     // --prompt, --chat or --perplexity TEXT (the model's tokenizer)
   int score;            // 1: --perplexity (score the text, generate nothing)
   int chat;             // 1: --chat (the text is a user message, ChatML)
@@ -1193,8 +1194,12 @@ parse_args(int argc, char **argv, struct options *o)
       o->score = 1;
     } else if(strcmp(a, "--stop-at-eos") == 0){
       o->stop_eos = 1;
-    } else if(strcmp(a, "--test-kill-branch") == 0){   // test hook, see docs/smolprobe.md
+#ifdef NEXOS_TEST_HOOKS
+    // A test hook, compiled only into the host test build (tests/host/Makefile): the
+    // guest's smolprobe has no flag that exists only for tests. See docs/smolprobe.md.
+    } else if(strcmp(a, "--test-kill-branch") == 0){
       o->kill_branch = 1 + parse_long(a, flag_value(argc, argv, &i), 0, MAX_SAMPLES - 1);
+#endif
     } else {
       llm_die("unknown flag (try --help): ", a);
     }
