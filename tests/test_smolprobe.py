@@ -9,7 +9,9 @@ numbers for the default run (2880 pages, 180 active, 93%).
 Two kinds of boots: the build's own LLM image (build/<cfg>/fs-llm.img, the default model
 as /model.bin: the real SmolLM2-135M-Instruct, whose reference is the integer arithmetic of
 docs/checkpoint.md), and a test image made with build/host/mkfs holding
-small checkpoints, an imported one, and broken files.
+small checkpoints (float32, int8, and the Q8_0/Q4_1 ones of tests/test_smolprobe_q.py), an
+imported one, and broken files. Both the real model's and the Q8_0/Q4_1 checkpoints' tokens
+and final logits must equal the reference's integer arithmetic bit for bit, as printed.
 
 The float32 run at SmolLM-135M geometry uses 2 layers, not 30: the 30-layer float32 file
 is ~540 MB and does not fit a 512 MiB guest. Every other size (dim 576, hidden 1536, 9/3
@@ -40,6 +42,8 @@ from nexos.model.hf_import import import_hf
 from nexos.model.synth import synthesize
 from nexos.parse import SmolprobeResult, parse_smolprobe
 from nexos.qemu import QemuSession
+from test_smolprobe_q import REAL_PROMPTS, printed, write_q_checkpoints
+from test_smolprobe_q import REQUESTS as Q_REQUESTS
 
 REPO = Path(__file__).resolve().parents[1]
 LAZY, EAGER = BuildConfig(1, 0), BuildConfig(0, 0)
@@ -152,6 +156,19 @@ def test_default_run_lazy(lazy_llm, lazy_dir):
     # numerics: the default model's tokens equal the reference's (integer Q8_0/Q4_1 path)
     assert p.res.tokens is not None
     assert list(p.res.tokens) == generate(model, [1, 2, 3], 10).tokens
+
+
+@pytest.mark.parametrize("prompt", REAL_PROMPTS)
+def test_real_model_tokens_and_logits_equal_the_integer_reference(lazy_llm, lazy_dir, prompt):
+    """The default (real SmolLM2) model in the guest, greedy, 20 tokens: tokens and all
+    49152 final logits equal the reference's integer arithmetic bit for bit."""
+    model = default_model(lazy_dir)
+    ref = generate(model, prompt, 20, arith="int")
+    p = probe(lazy_llm, f"--prompt-tokens {','.join(map(str, prompt))} --gen-len 20 "
+                        "--print-tokens --print-logits")
+    assert p.res.ok, p.output[-2000:]
+    assert list(p.res.tokens or ()) == ref.tokens
+    assert printed_logits(p) == printed(ref.final_logits)
 
 
 @pytest.mark.parametrize("prog, prompt, gen, seq_len", [
@@ -268,6 +285,7 @@ def assets(tmp_path_factory, lazy_dir) -> tuple[Assets, Path]:
     files["trunc"].write_bytes(raw[: len(raw) - 4096])
     files["magic"] = d / "magic.bin"
     files["magic"].write_bytes(b"NEXOSLX\0" + raw[8:])
+    files.update(write_q_checkpoints(d))     # q41, mixed, gguf: version 2 block types
     t = hf_tensors(5)
     save_file(t, str(d / "model.safetensors"))
     (d / "config.json").write_text(json.dumps(HF_CONFIG))
@@ -315,6 +333,29 @@ def test_tokens_match_reference(assets, test_image, name, prompt, gen, temp, see
     seq_len = min(256, load_checkpoint(files[name]).config.max_seq_len)  # the default
     check_accounting(p.res, KvShape.from_checkpoint(files[name], seq_len), len(prompt) + gen,
                      lazy=True)
+
+
+def printed_logits(p: Probe) -> list[str]:
+    """The logits line as smolprobe printed it (its text pins down each float32 value)."""
+    m = re.search(r"^\[smolprobe\] logits=(.*)$", p.output, re.M)
+    assert m, p.output[-2000:]
+    return m.group(1).split(",")
+
+
+@pytest.mark.parametrize("name", ["q41", "mixed", "gguf"])
+@pytest.mark.parametrize("prompt, gen, temp, seed", Q_REQUESTS)
+def test_q_tokens_and_logits_equal_the_integer_reference(assets, test_image, name, prompt,
+                                                         gen, temp, seed):
+    """Q8_0/Q4_1 (and mixed-type) checkpoints in the guest: tokens and final logits equal,
+    bit for bit, the reference's integer arithmetic (docs/checkpoint.md)."""
+    files = assets[0].files
+    ref = generate(files[name], prompt, gen, temperature=temp, seed=seed, arith="int")
+    p = probe(test_image, f"--model /{name}.bin --prompt-tokens {','.join(map(str, prompt))} "
+                          f"--gen-len {gen} --temperature {temp} --seed {seed} "
+                          "--print-tokens --print-logits")
+    assert p.res.ok, p.output[-2000:]
+    assert list(p.res.tokens or ()) == ref.tokens
+    assert printed_logits(p) == printed(ref.final_logits)
 
 
 def test_importer_round_trip(assets, test_image):

@@ -122,16 +122,20 @@ def synth_q(path: Path, cfg: ModelConfig, pick, seed: int) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def qckpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("qckpt")
+def write_q_checkpoints(d: Path) -> dict[str, Path]:
+    """The small version 2 checkpoints in d: one per GEOS entry, and one imported from a
+    small GGUF (tests/test_smolprobe.py puts the same files on its guest image)."""
     out = {name: synth_q(d / f"{name}.bin", cfg, pick, seed=11)
            for name, (cfg, pick) in GEOS.items()}
-    g = Geo()
-    write_gguf(d / "tiny.gguf", g, seed=4, tied=False)
+    write_gguf(d / "tiny.gguf", Geo(), seed=4, tied=False)
     import_gguf(d / "tiny.gguf", d / "gguf.bin")
     out["gguf"] = d / "gguf.bin"
     return out
+
+
+@pytest.fixture(scope="module")
+def qckpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return write_q_checkpoints(tmp_path_factory.mktemp("qckpt"))
 
 
 REQUESTS = [([1, 2, 3], 10, 0.0, 0), ([5], 20, 0.0, 0), ([7, 8, 9, 10], 12, 0.8, 42)]
