@@ -30,6 +30,14 @@ def repo() -> Path:
     return REPO
 
 
+def patched_copy(src: Path, dst: Path, offset: int, data: bytes) -> Path:
+    """dst: a copy of src with `data` written over the bytes at `offset` (a corrupt file)."""
+    b = bytearray(src.read_bytes())
+    b[offset:offset + len(data)] = data
+    dst.write_bytes(bytes(b))
+    return dst
+
+
 # Fixtures that build a kernel: a test that uses one (directly or through another fixture)
 # boots QEMU, so it carries the `qemu` marker without having to say so, and
 # `pytest -m "not qemu"` leaves it out (docs/testing.md).

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import patched_copy
 from nexos.model import Transformer, generate, load_checkpoint
 from nexos.model.format import layout, read_header
 from nexos.model.synth import synthesize
@@ -194,13 +195,6 @@ def test_output_order_and_default_seq_len(host_bin, ckpts):
                             "vocab=512 tokenizer=0")
 
 
-def _corrupt(src: Path, dst: Path, offset: int, data: bytes) -> Path:
-    b = bytearray(src.read_bytes())
-    b[offset:offset + len(data)] = data
-    dst.write_bytes(bytes(b))
-    return dst
-
-
 def test_errors(host_bin, ckpts, tmp_path):
     good = ckpts["tiny-int8"]
     raw = good.read_bytes()
@@ -212,10 +206,10 @@ def test_errors(host_bin, ckpts, tmp_path):
         "truncated": request(tmp_path / "trunc.bin", [1], 1),
         "extended": request(tmp_path / "long.bin", [1], 1),
         "header-short": request(tmp_path / "short.bin", [1], 1),
-        "magic": request(_corrupt(good, tmp_path / "m.bin", 0, b"XEXOSLM\0"), [1], 1),
-        "version": request(_corrupt(good, tmp_path / "v.bin", 8, b"\2\0\0\0"), [1], 1),
-        "heads": request(_corrupt(good, tmp_path / "h.bin", 24, b"\5\0\0\0"), [1], 1),
-        "wtype": request(_corrupt(good, tmp_path / "w.bin", 40, b"\7\0\0\0"), [1], 1),
+        "magic": request(patched_copy(good, tmp_path / "m.bin", 0, b"XEXOSLM\0"), [1], 1),
+        "version": request(patched_copy(good, tmp_path / "v.bin", 8, b"\2\0\0\0"), [1], 1),
+        "heads": request(patched_copy(good, tmp_path / "h.bin", 24, b"\5\0\0\0"), [1], 1),
+        "wtype": request(patched_copy(good, tmp_path / "w.bin", 40, b"\7\0\0\0"), [1], 1),
         "token>=vocab": request(good, [1, 256], 1),
         "negative-token": request(good, [1, -2], 1),
         "junk-token": request(good, [1], 1)[:3] + ["1,x,3"] + ["--gen-len", "1"],

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import patched_copy
 from nexos.model import generate, load_checkpoint
 from nexos.model.format import (
     WEIGHT_F32,
@@ -160,13 +161,6 @@ def test_q_bench_reports_the_q4_1_matvec(host_bin, qckpts):
     print(f"[host] bench_q4_1 {kv}")
 
 
-def _patched(src: Path, dst: Path, off: int, data: bytes) -> Path:
-    b = bytearray(src.read_bytes())
-    b[off: off + len(data)] = data
-    dst.write_bytes(bytes(b))
-    return dst
-
-
 def test_version_2_errors(host_bin, qckpts, tmp_path):
     good = qckpts["q41"]
     raw = good.read_bytes()
@@ -176,14 +170,14 @@ def test_version_2_errors(host_bin, qckpts, tmp_path):
     cases = {
         "truncated": (tmp_path / "trunc.bin", "truncated"),
         "extended": (tmp_path / "long.bin", "has extra bytes"),
-        "wtype": (_patched(good, tmp_path / "w.bin", 40, struct.pack("<I", 1)),
+        "wtype": (patched_copy(good, tmp_path / "w.bin", 40, struct.pack("<I", 1)),
                   "weight_type 255"),
-        "align": (_patched(good, tmp_path / "a.bin", 64, struct.pack("<I", 16)), "alignment"),
-        "n_blocks": (_patched(good, tmp_path / "n.bin", 60, struct.pack("<I", 5)),
+        "align": (patched_copy(good, tmp_path / "a.bin", 64, struct.pack("<I", 16)), "alignment"),
+        "n_blocks": (patched_copy(good, tmp_path / "n.bin", 60, struct.pack("<I", 5)),
                      "type table"),
-        "type": (_patched(good, tmp_path / "t.bin", table + 4, struct.pack("<I", 9)),
+        "type": (patched_copy(good, tmp_path / "t.bin", table + 4, struct.pack("<I", 9)),
                  "unknown weight type 9"),
-        "tok_size": (_patched(good, tmp_path / "k.bin", 68, struct.pack("<I", 64)), "bytes"),
+        "tok_size": (patched_copy(good, tmp_path / "k.bin", 68, struct.pack("<I", 64)), "bytes"),
     }
     for what, (path, msg) in cases.items():
         p = run(host_bin, "--model", str(path), "--prompt-tokens", "1", "--gen-len", "1")
@@ -197,7 +191,7 @@ def test_non_finite_scale_is_an_error(host_bin, qckpts, tmp_path):
     ck = load_checkpoint(qckpts["q41"])
     from nexos.model.format import layout
     sec = next(s for s in layout(ck.config) if s.name == "wq" and s.layer == 1)
-    bad = _patched(qckpts["q41"], tmp_path / "inf.bin", sec.offset + 20 * 3,
+    bad = patched_copy(qckpts["q41"], tmp_path / "inf.bin", sec.offset + 20 * 3,
                    np.float16(np.inf).tobytes())
     p = run(host_bin, "--model", str(bad), "--prompt-tokens", "1", "--gen-len", "1")
     assert p.returncode == 1 and "infinite or NaN" in p.stderr, p.stderr
