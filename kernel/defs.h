@@ -40,6 +40,7 @@ int             filewrite(struct file*, uint64, int n);
 // fdt.c -- the device tree QEMU passes at reset
 extern uint64    boot_fdt;           // its physical address, set by start() on hart 0
 int             fdt_cpu_count(void);  // cpu@ nodes under /cpus; 0: no usable tree
+int             fdt_cpus(const uchar*, uint64);  // the same, of a blob in memory
 
 // fs.c
 void            fsinit(int);

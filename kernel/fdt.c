@@ -73,20 +73,16 @@ node_name(struct fdt_cursor *c, const char **name)
   return skip(c, n + 1);
 }
 
-// Contract: the number of cpu@ nodes that are children of /cpus in the blob at physical
-// address boot_fdt, or 0 if there is no well-formed blob there. Called by hart 0 with
-// paging off, before kinit() may overwrite the blob's memory.
+// Contract: the number of cpu@ nodes that are children of /cpus in the blob at h, of which
+// at most room bytes may be read; 0 if it is not a well-formed blob.
 int
-fdt_cpu_count(void)
+fdt_cpus(const uchar *h, uint64 room)
 {
-  const uchar *h = (const uchar *)boot_fdt;
-  if(boot_fdt < KERNBASE || boot_fdt >= PHYSTOP || (boot_fdt & 7) != 0)
-    return 0;
-  if(PHYSTOP - boot_fdt < 40 || be32(h) != FDT_MAGIC)
+  if(room < 40 || be32(h) != FDT_MAGIC)
     return 0;
   uint32 total = be32(h + 4), off_struct = be32(h + 8), size_struct = be32(h + 36);
-  if(total > FDT_MAX_SIZE || total > PHYSTOP - boot_fdt || off_struct > total ||
-     size_struct > total - off_struct)
+  if(total > FDT_MAX_SIZE || total > room || off_struct > total ||
+     size_struct > total - off_struct || (off_struct & 3) != 0)
     return 0;
 
   struct fdt_cursor c = { h + off_struct, size_struct, 0 };
@@ -123,4 +119,14 @@ fdt_cpu_count(void)
     }
   }
   return 0;   // ran off the block without FDT_END
+}
+
+// Contract: fdt_cpus() of the blob at physical address boot_fdt, 0 if that address is not
+// in RAM. Called by hart 0 with paging off, before kinit() may overwrite the blob.
+int
+fdt_cpu_count(void)
+{
+  if(boot_fdt < KERNBASE || boot_fdt >= PHYSTOP || (boot_fdt & 7) != 0)
+    return 0;
+  return fdt_cpus((const uchar *)boot_fdt, PHYSTOP - boot_fdt);
 }
