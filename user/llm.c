@@ -714,7 +714,7 @@ group_dot_plain(const uchar *q, const signed char *x, int n)
 // Two rows at a time share the loads of the packed input (four rows measured slower
 // under TCG); the odd last row, or every row when the weights are not 8-aligned, takes
 // the plain loop: the same integers.
-static void
+static void LLM_HOT
 matvec_int8(const struct matrix *m, const struct state *s, int gs, float *out)
 {
   int cols = m->cols, ng = cols / gs, words = gs / 8;
@@ -792,7 +792,7 @@ q8_0_block2(const uint64 *w0, const uint64 *w1, const uint64 *xp, int xsum, int 
 // y = (float)acc * 2^-(ex + ew[r]). Two rows share the input loads. No instruction
 // scheduling before register allocation: it hoists every load of a block and spills
 // (under TCG a spilled register is a memory access; measured 2x slower).
-static void __attribute__((optimize("no-schedule-insns")))
+static void LLM_HOT __attribute__((optimize("no-schedule-insns")))
 matvec_q8_0(const struct matrix *m, const struct state *s, float *out)
 {
   int nb = m->cols / QK, r = 0;
@@ -848,7 +848,7 @@ q4_1_block2(const uint64 *w0, const uint64 *w1, const uint64 *xp, int *isum0, in
 // out = W x for a Q4_1 matrix (docs/checkpoint.md "Per row"):
 // acc += X[b] * (D[r][b] * isum + M[r][b] * sx[b]), one float conversion per row.
 // Two rows share the input loads; no early instruction scheduling (see matvec_q8_0).
-static void __attribute__((optimize("no-schedule-insns")))
+static void LLM_HOT __attribute__((optimize("no-schedule-insns")))
 matvec_q4_1(const struct matrix *m, const struct state *s, float *out)
 {
   int nb = m->cols / QK, r = 0;

@@ -21,6 +21,13 @@
 #define QK 32                 // values per Q8_0/Q4_1 block
 #define LLM_MAX_DIM (1 << 24)     // bound on every header size (keeps products in range)
 
+// A hot loop of the decode (a matvec kernel, the bench's peak loops) starts a page of its
+// own. Under QEMU's TCG a translation block never crosses a guest page, so a loop that
+// straddles a page boundary runs as two chained blocks per iteration: the Q4_1 matvec
+// measured 49% of the packed peak where it straddled one and 73% where it starts a page
+// (docs/smolprobe.md). Each such function is shorter than a page.
+#define LLM_HOT __attribute__((noinline, aligned(4096)))
+
 // The program's name in error lines; set it before anything else ("smolprobe").
 extern const char *llm_name;
 

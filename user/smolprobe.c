@@ -738,7 +738,7 @@ parallel_run(const struct model *mo, struct state *s, struct options *o, float *
 #define BENCH_Q_REPS 4              // bench_q4_1: layer 0's Q4_1 matrices, 4 times a round
 
 // The plain peak kernel: reps x sum over 4 rows of w[r][i] * x[i] (n a multiple of 8).
-static __attribute__((noinline)) int
+static LLM_HOT int
 peak_plain(const signed char *w, const signed char *x, int n, int reps)
 {
   int sum = 0;
@@ -756,7 +756,7 @@ peak_plain(const signed char *w, const signed char *x, int n, int reps)
 // The packed peak kernel: reps x the 4 rows' dot products of biased weights w (cw words a
 // row) with the packed input xp, the int8 matvec's inner step (two rows sharing each input
 // load) without groups or scales.
-static __attribute__((noinline)) int
+static LLM_HOT int
 peak_packed(const uint64 *w, const uint64 *xp, int cw, int xsum, int reps)
 {
   int sum = 0;
