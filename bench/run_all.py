@@ -1,6 +1,6 @@
 """Run every NexOS benchmark in order and print a summary table (rich).
 
-    python bench/run_all.py [--no-build] [--run-grade] [--only a,b] [--skip a,b]
+    python bench/run_all.py [--no-build] [--run-grade] [--run-suite] [--only a,b] [--skip a,b]
 
 Each benchmark prints its own lines as it goes; the table at the end collects every figure
 with its target. Nothing passes or fails on time: the exit status is 1 only when a
@@ -21,7 +21,7 @@ from rich.table import Table
 
 BENCHES = ("build_time", "boot_time", "read_throughput", "fork_cow", "smolprobe_speed",
            "smolprobe_int8", "smolprobe_real", "cow_parallel", "smolserve_capacity",
-           "compare_time", "grade_time")
+           "compare_time", "grade_time", "suite_time")
 
 
 def names(text: str | None) -> list[str]:
@@ -39,6 +39,8 @@ def bench_args(mod: ModuleType, top: argparse.Namespace) -> argparse.Namespace:
     args.no_build = top.no_build
     if hasattr(args, "run_grade"):
         args.run_grade = top.run_grade
+    if hasattr(args, "run_suite"):
+        args.run_suite = top.run_suite
     return args
 
 
@@ -81,6 +83,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--no-build", action="store_true", help="use the builds already in build/")
     p.add_argument("--run-grade", action="store_true", help="also time nexos grade (long)")
+    p.add_argument("--run-suite", action="store_true", help="also time the whole test suite")
     p.add_argument("--only", help="comma-separated benchmarks to run")
     p.add_argument("--skip", help="comma-separated benchmarks to leave out")
     top = p.parse_args()

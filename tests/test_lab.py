@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import BY_DESIGN
 from nexos.config import BuildConfig, matrix
 from nexos.grade import CHECK_NAMES, DEFAULT_CHECK_NAMES
 from nexos.lab.cli import lab
@@ -110,7 +111,7 @@ def test_unsound_markers_are_errors(text, why):
 def test_generator_refuses_unbalanced_markers(tmp_path):
     src = fake_checkout(tmp_path / "src", {"kernel/a.c": GOOD_C,
                                            "kernel/b.c": "// LAB cow: begin\nint x;\n"})
-    with pytest.raises(StarterError, match=r"bad marker: kernel/b\.c:1: .*no `end`"):
+    with pytest.raises(StarterError, match=r"^kernel/b\.c:1: .*no `end`"):
         make_starter(src, "lazy", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
@@ -175,7 +176,7 @@ def test_module_entry_point_errors_are_one_line(tmp_path, args, code, text):
 def test_the_kernel_regions():
     texts, regions = collect_regions(REPO, source_files(REPO))
     if not regions:
-        pytest.skip("this checkout is a starter tree: it has no solution regions")
+        pytest.skip(BY_DESIGN + "this checkout is a starter tree: it has no solution regions")
     found = {(r.lab, r.path, r.function) for r in regions}
     assert found == {
         ("lazy", "kernel/vm.c", "growproc"), ("lazy", "kernel/vm.c", "lazyfault"),
@@ -218,7 +219,7 @@ def marked_files() -> list[str]:
     """This checkout's files with solution regions (skip the test in a starter tree)."""
     _, regions = collect_regions(REPO, source_files(REPO))
     if not regions:
-        pytest.skip("this checkout is a starter tree: it has no solution regions")
+        pytest.skip(BY_DESIGN + "this checkout is a starter tree: it has no solution regions")
     return sorted({r.path for r in regions})
 
 

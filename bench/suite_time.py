@@ -1,0 +1,68 @@
+"""suite_time: wall time of the test suite as the README runs it
+(`python -m pytest -n 2 -q -ra`: target ≤ 6 min on 2 cores) and of the selection that boots
+nothing (`-m "not qemu"`: target ≤ 60 s).
+
+The whole suite takes minutes, so it only runs with --run-suite; the `not qemu` selection
+always runs. Both print pytest's own closing line and its 15 slowest tests
+(`--durations=15`), which docs/testing.md records. A suite that fails still gives a time
+(the tests ran); its closing line says what failed. Nothing here fails on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+
+from benchlib import BenchError, Figure, main, repo
+
+NAME = "suite_time"
+TARGET_SUITE_S = 6 * 60.0
+TARGET_NOT_QEMU_S = 60.0
+CLOSING_RE = re.compile(r"^=*\s*(\d+ (passed|failed).*) in ([\d.]+)s", re.M)
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run-suite", action="store_true",
+                   help="also run the whole suite (long: minutes, boots QEMU)")
+    p.add_argument("--show", action="store_true", help="print pytest's whole output")
+
+
+def timed_pytest(selection: list[str], show: bool) -> tuple[float, str, str]:
+    """(wall seconds, pytest's closing line, its --durations block) of one pytest run in
+    the checkout, with this interpreter (the project's .venv)."""
+    cmd = [sys.executable, "-m", "pytest", "-n", "2", "-q", "-ra", "--durations=15",
+           "-p", "no:cacheprovider", *selection]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, cwd=repo(), capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    seconds = time.monotonic() - t0
+    if show:
+        print(p.stdout, p.stderr)
+    closing = CLOSING_RE.search(p.stdout)
+    if closing is None:
+        raise BenchError(f"pytest {' '.join(selection)} printed no closing line "
+                         f"(exit {p.returncode})", (p.stdout + p.stderr)[-2000:])
+    durations = p.stdout.split("slowest 15 durations", 1)[-1].split("\n=", 1)[0]
+    return seconds, f"{closing[1]} in {closing[3]}s", durations.strip("= \n")
+
+
+def figure(name: str, selection: list[str], target: float, show: bool) -> Figure:
+    seconds, closing, durations = timed_pytest(selection, show)
+    print(f"{NAME}: {name}: {closing}\n{durations}\n")
+    return Figure(NAME, name, seconds, "s", target, "le", closing)
+
+
+def measure(args: argparse.Namespace) -> list[Figure]:
+    figs = [figure("pytest -m 'not qemu'", ["-m", "not qemu"], TARGET_NOT_QEMU_S, args.show)]
+    if args.run_suite:
+        figs.append(figure("pytest (whole suite)", [], TARGET_SUITE_S, args.show))
+    else:
+        print(f"{NAME}: the whole suite skipped (pass --run-suite; it takes minutes)")
+    return figs
+
+
+if __name__ == "__main__":
+    sys.exit(main(NAME, __doc__ or NAME, add_args, measure))
