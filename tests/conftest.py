@@ -4,27 +4,31 @@ make (once per session and worker, under a per-configuration file lock), a fake 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
+import pickle
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import pexpect
 import pytest
 
-from nexos.build import BuildResult, build_one, prebuild_shared
+from nexos.build import BuildResult, build_one, default_model, prebuild_shared
 from nexos.config import BuildConfig
-from nexos.model.gguf_import import import_gguf
-from nexos.model.tokenizer import find_smollm2_gguf, smollm2_missing, tokenizer_blob
+from nexos.model.reference import GenerationResult, generate
+from nexos.model.tokenizer import find_smollm2_gguf, smollm2_missing
 from nexos.parse import SmolprobeResult, parse_smolprobe
 from nexos.toolchain import ToolchainError, find_toolchain
 
 REPO = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="session")
@@ -58,13 +62,56 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
 
 
 @pytest.fixture(scope="session")
-def smollm2_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real model as `nexos model import --gguf` writes it (tokenizer included), made
-    once per session and worker."""
-    assert SMOLLM2_GGUF is not None
-    out = tmp_path_factory.mktemp("smollm2") / "smollm2.bin"
-    import_gguf(SMOLLM2_GGUF, out, tokenizer=tokenizer_blob(SMOLLM2_GGUF))
-    return out
+def smollm2_checkpoint() -> Path:
+    """The real model as `nexos model import --gguf` writes it (tokenizer included): the
+    checkpoint make puts on the LLM image (build/models/), made once for every worker."""
+    assert SMOLLM2_GGUF is not None, smollm2_missing()
+    with file_lock("shared"):
+        shared = prebuild_shared(REPO, True)
+    assert shared is None or shared.ok, shared.excerpt
+    model = default_model(REPO)
+    assert model is not None and model.is_file(), model
+    return model
+
+
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's temporary folder that every pytest-xdist worker sees (pytest-N/,
+    above each worker's popen-gwK/)."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
+def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+                compute: Callable[[], T]) -> T:
+    """compute() once per test session, for every pytest-xdist worker: the first caller
+    computes it under a lock and pickles it into the session's shared temporary folder;
+    the others wait for it and read it back. For values that take long to make and that
+    several tests compare against (the integer reference on the real model)."""
+    root = shared_dir(tmp_path_factory)
+    path = root / f"shared-{name}.pickle"
+    with open(root / f".lock-{name}", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.is_file():
+            return pickle.loads(path.read_bytes())
+        value = compute()
+        path.write_bytes(pickle.dumps(value))
+        return value
+
+
+@pytest.fixture(scope="session")
+def reference_generate(tmp_path_factory: pytest.TempPathFactory
+                       ) -> Callable[..., GenerationResult]:
+    """reference.generate(model, prompt, gen_len, **options), computed once per session
+    for each distinct call (the model file named by path, size and time)."""
+    def gen(model: Path, prompt: list[int], gen_len: int, **options: object
+            ) -> GenerationResult:
+        st = Path(model).stat()
+        what = repr((str(model), st.st_size, st.st_mtime_ns, list(prompt), gen_len,
+                     sorted(options.items())))
+        key = hashlib.sha256(what.encode()).hexdigest()[:20]
+        return shared_once(tmp_path_factory, f"generate-{key}",
+                           lambda: generate(model, prompt, gen_len, **options))
+    return gen
 
 
 def patched_copy(src: Path, dst: Path, offset: int, data: bytes) -> Path:
@@ -85,6 +132,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if KERNEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.qemu)
+
+
+# Every test without the `qemu` marker runs with a qemu-system-riscv64 first on PATH that
+# only records that it was started, and fails if it was: so each run of the suite proves
+# that `pytest -m "not qemu"` boots nothing (docs/testing.md).
+QEMU_GUARD = "started QEMU without the qemu marker"
+
+
+@pytest.fixture(scope="session")
+def qemu_recorder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding a stand-in qemu-system-riscv64 that appends its arguments to the
+    file `started` beside it and exits 1."""
+    d = tmp_path_factory.mktemp("qemu-guard")
+    fake = d / "qemu-system-riscv64"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {d / "started"}\nexit 1\n')
+    fake.chmod(0o755)
+    return d
+
+
+@pytest.fixture(autouse=True)
+def no_qemu_unless_marked(request: pytest.FixtureRequest,
+                          monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    if request.node.get_closest_marker("qemu") is not None:
+        yield
+        return
+    guard = request.getfixturevalue("qemu_recorder")
+    started = guard / "started"
+    started.unlink(missing_ok=True)
+    monkeypatch.delenv("NEXOS_QEMU", raising=False)
+    monkeypatch.setenv("PATH", f"{guard}:{os.environ.get('PATH', '')}")
+    yield
+    if started.exists():
+        pytest.fail(f"{QEMU_GUARD}: qemu-system-riscv64 {started.read_text().strip()}",
+                    pytrace=False)
 
 
 def locked_build(config: BuildConfig, llm: bool) -> BuildResult:

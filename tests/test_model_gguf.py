@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as T
 
-from conftest import SMOLLM2_GGUF, needs_smollm2
+from conftest import SMOLLM2_GGUF, needs_smollm2, shared_dir, shared_once
 from nexos.model import CheckpointError, load_checkpoint
 from nexos.model.format import (
     WEIGHT_F32,
@@ -452,10 +452,15 @@ def gguf_tokenizer(path: Path):
 
 @pytest.fixture(scope="module")
 def real_ckpt(tmp_path_factory: pytest.TempPathFactory):
+    """The real GGUF imported without its tokenizer, and `tokenizers`' view of its
+    vocabulary: made once per session for every worker."""
     assert SMOLLM2_GGUF is not None
-    out = tmp_path_factory.mktemp("smollm2") / "smollm2.bin"
-    r = import_gguf(SMOLLM2_GGUF, out)
-    return r, load_checkpoint(out), gguf_tokenizer(SMOLLM2_GGUF)
+
+    def make():
+        out = shared_dir(tmp_path_factory) / "smollm2-no-tokenizer.bin"
+        return import_gguf(SMOLLM2_GGUF, out), out, gguf_tokenizer(SMOLLM2_GGUF)
+    r, out, tok = shared_once(tmp_path_factory, "smollm2-no-tokenizer", make)
+    return r, load_checkpoint(out), tok
 
 
 @needs_smollm2

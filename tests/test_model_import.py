@@ -236,7 +236,7 @@ def import_error(cfgp, weights, tmp_path):
 def test_import_errors(tmp_path):
     cfgp, st, values, cfg = write_hf(tmp_path, "F32")
     cfgp.write_text(json.dumps({k: v for k, v in cfg.items() if k != "vocab_size"}))
-    assert import_error(cfgp, st, tmp_path) == "config.json: missing key vocab_size"
+    assert import_error(cfgp, st, tmp_path) == f"{cfgp}: missing key vocab_size"
     cfgp.write_text(json.dumps(cfg))
     save_file({k: v for k, v in values.items() if k != "model.layers.1.mlp.up_proj.weight"},
               str(st))

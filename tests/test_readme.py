@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BY_DESIGN
+from conftest import QEMU_GUARD
 
 ROOT = Path(__file__).resolve().parents[1]
 FRESH_MACHINE = "## On a fresh Debian/Ubuntu machine"
-INNER_RUN = "NEXOS_INNER_PYTEST"  # set for the pytest that this file starts, so it skips itself
 
 
 def readme_fresh_machine_commands() -> list[str]:
@@ -68,28 +67,41 @@ def test_hermetic_hides_tmp_home_and_the_callers_environment(tmp_path: Path):
     assert rest.split() == ["hidden", str(ROOT)]
 
 
-@pytest.mark.skipif(os.environ.get(INNER_RUN) == "1",
-                    reason=BY_DESIGN + "this is the inner run of this very test")
-def test_not_qemu_selection_starts_no_qemu(tmp_path: Path):
-    """Run the `not qemu` selection with a qemu-system-riscv64 first on PATH that only records
-    that it was started: it must never be."""
-    fake_bin = tmp_path / "bin"
-    fake_bin.mkdir()
-    started = tmp_path / "qemu-started"
-    fake = fake_bin / "qemu-system-riscv64"
-    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {started}\nexit 1\n")
-    fake.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("NEXOS_QEMU", "PYTEST_XDIST_WORKER")}
-    env.update(PATH=f"{fake_bin}:{env.get('PATH', '')}", **{INNER_RUN: "1"})
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "not qemu", "-q", "-p", "no:cacheprovider",
-         "-p", "no:xdist", str(ROOT / "tests")],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-        timeout=1800)
-    tail = proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert not started.exists(), "QEMU was started under -m 'not qemu':\n" + started.read_text()
-    assert proc.returncode == 0, tail
-    assert re.search(r"\d+ passed", proc.stdout), tail
+GUARD_PROBE = """
+import subprocess
+import pytest
+
+def test_unmarked_starts_qemu():
+    subprocess.run(["qemu-system-riscv64", "-machine", "help"], capture_output=True)
+
+def test_unmarked_boots_nothing():
+    pass
+
+@pytest.mark.qemu
+def test_marked_may_start_qemu():
+    p = subprocess.run(["qemu-system-riscv64", "-version"], capture_output=True, text=True)
+    assert "QEMU emulator" in p.stdout
+"""
+
+
+@pytest.mark.qemu  # its probe's marked test starts the real QEMU (-version only)
+def test_an_unmarked_test_that_starts_qemu_fails(tmp_path: Path):
+    """The guard of tests/conftest.py, which makes every run prove that `pytest -m "not
+    qemu"` boots nothing: a test without the marker that starts QEMU fails, naming it; one
+    that does not passes; a marked one starts the real QEMU."""
+    probe = tmp_path / "test_probe.py"
+    probe.write_text(GUARD_PROBE)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"), COLUMNS="300")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:xdist",
+                        "-p", "no:cacheprovider", "-p", "conftest", "--rootdir", str(tmp_path),
+                        str(probe)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120, stdin=subprocess.DEVNULL)
+    out = p.stdout + p.stderr
+    assert p.returncode == 1, out
+    assert re.search(r"^ERROR .*test_unmarked_starts_qemu - Failed: " + QEMU_GUARD
+                     + r": qemu-system-riscv64 -machine help", out, re.M), out
+    assert re.search(r"^PASSED .*test_unmarked_boots_nothing", out, re.M), out
+    assert re.search(r"^PASSED .*test_marked_may_start_qemu", out, re.M), out
 
 
 BARE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

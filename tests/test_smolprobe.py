@@ -142,7 +142,7 @@ def lazy_llm(lazy_dir):
     s.close()
 
 
-def test_default_run_lazy(lazy_llm, lazy_dir):
+def test_default_run_lazy(lazy_llm, lazy_dir, reference_generate):
     model = default_model(lazy_dir)
     shape = KvShape.from_checkpoint(model)
     p = probe(lazy_llm, DEFAULT_ARGS + " --print-tokens")
@@ -155,15 +155,16 @@ def test_default_run_lazy(lazy_llm, lazy_dir):
     assert p.res.summary.saved_percent == 93 and p.res.verdict == "LAZY_STYLE"
     # numerics: the default model's tokens equal the reference's (integer Q8_0/Q4_1 path)
     assert p.res.tokens is not None
-    assert list(p.res.tokens) == generate(model, [1, 2, 3], 10).tokens
+    assert list(p.res.tokens) == reference_generate(model, [1, 2, 3], 10).tokens
 
 
 @pytest.mark.parametrize("prompt", REAL_PROMPTS)
-def test_real_model_tokens_and_logits_equal_the_integer_reference(lazy_llm, lazy_dir, prompt):
+def test_real_model_tokens_and_logits_equal_the_integer_reference(lazy_llm, lazy_dir, prompt,
+                                                                  reference_generate):
     """The default (real SmolLM2) model in the guest, greedy, 20 tokens: tokens and all
     49152 final logits equal the reference's integer arithmetic bit for bit."""
     model = default_model(lazy_dir)
-    ref = generate(model, prompt, 20, arith="int")
+    ref = reference_generate(model, prompt, 20, arith="int")
     p = probe(lazy_llm, f"--prompt-tokens {','.join(map(str, prompt))} --gen-len 20 "
                         "--print-tokens --print-logits")
     assert p.res.ok, p.output[-2000:]

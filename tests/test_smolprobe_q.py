@@ -201,9 +201,10 @@ REAL_PROMPTS = [[504, 3575, 282, 4649, 314], [1, 4093, 198, 2683, 359, 253, 5356
 
 @needs_smollm2
 @pytest.mark.parametrize("prompt", REAL_PROMPTS)
-def test_real_model_equals_the_integer_reference(host_bin, smollm2_checkpoint, prompt):
+def test_real_model_equals_the_integer_reference(host_bin, smollm2_checkpoint, prompt,
+                                                 reference_generate):
     toks, logits = tokens_and_logits(host_bin, smollm2_checkpoint, prompt, 20)
-    ref = generate(smollm2_checkpoint, prompt, 20, arith="int")
+    ref = reference_generate(smollm2_checkpoint, prompt, 20, arith="int")
     assert toks == ref.tokens
     assert logits == printed(ref.final_logits)
 
@@ -211,7 +212,7 @@ def test_real_model_equals_the_integer_reference(host_bin, smollm2_checkpoint, p
 # ---------------------------------------------------------------- text in, text out
 
 @needs_smollm2
-def test_prompt_text_in_text_out(host_bin, smollm2_checkpoint):
+def test_prompt_text_in_text_out(host_bin, smollm2_checkpoint, reference_generate):
     from nexos.parse import parse_smolprobe
 
     p = run(host_bin, "--model", str(smollm2_checkpoint), "--prompt", "The capital of France is",
@@ -220,7 +221,7 @@ def test_prompt_text_in_text_out(host_bin, smollm2_checkpoint):
     r = parse_smolprobe(p.stdout)
     assert r.prompt == (504, 3575, 282, 4649, 314) and r.generated is not None
     assert (r.generated.tokens, r.generated.stopped_at_eos) == (6, 0)
-    assert list(r.tokens or ()) == generate(smollm2_checkpoint, list(r.prompt), 6).tokens
+    assert list(r.tokens or ()) == reference_generate(smollm2_checkpoint, list(r.prompt), 6).tokens
     assert r.text is not None and r.text.startswith(" Paris.\n")
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-from conftest import SMOLLM2_GGUF, needs_smollm2
+from conftest import SMOLLM2_GGUF, needs_smollm2, shared_dir, shared_once
 from nexos.model.tokenizer import (
     HEADER_FIELDS,
     HEADER_SIZE,
@@ -466,12 +466,17 @@ def test_build_blob_refuses_a_merge_outside_the_vocab():
 
 @pytest.fixture(scope="session")
 def smollm2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Tokenizer, TokenizerSpec]:
+    """SmolLM2's tokenizer blob, `tokenizers`' reference of it, and the GGUF's tokenizer
+    spec: made once per session for every worker."""
     assert SMOLLM2_GGUF is not None
-    spec = read_gguf_tokenizer(SMOLLM2_GGUF)
-    blob = tmp_path_factory.mktemp("smollm2") / "smollm2.tok"
-    size = write_tokenizer_file(SMOLLM2_GGUF, blob)
-    assert size == blob.stat().st_size
-    return blob, reference(spec), spec
+
+    def make() -> tuple[Path, Tokenizer, TokenizerSpec]:
+        spec = read_gguf_tokenizer(SMOLLM2_GGUF)
+        blob = shared_dir(tmp_path_factory) / "smollm2.tok"
+        size = write_tokenizer_file(SMOLLM2_GGUF, blob)
+        assert size == blob.stat().st_size
+        return blob, reference(spec), spec
+    return shared_once(tmp_path_factory, "smollm2-tokenizer", make)
 
 
 @needs_smollm2

@@ -124,21 +124,29 @@ def build_one(repo: Path, config: BuildConfig, llm: bool = False,
 DEFAULT_MODEL_RE = re.compile(r"^DEFAULT_MODEL\s*:?=\s*(\S+)\s*$", re.M)
 
 
+def default_model(repo: Path) -> Path | None:
+    """The checkpoint the checkout's Makefile puts on the LLM image by default (its
+    DEFAULT_MODEL, under build/models/), or None if the Makefile names none."""
+    m = DEFAULT_MODEL_RE.search((repo / "Makefile").read_text(errors="replace"))
+    return None if m is None else repo / m[1]
+
+
 def prebuild_shared(repo: Path, llm: bool) -> BuildResult | None:
     """Make the files that every configuration shares (the default LLM checkpoint under
     build/models/) once, before configurations are built in parallel: two makes must not
     write the same file at once. None when there is nothing to do."""
     if not llm:
         return None
-    m = DEFAULT_MODEL_RE.search((repo / "Makefile").read_text(errors="replace"))
-    if m is None or (repo / m[1]).is_file():
+    model = default_model(repo)
+    if model is None or model.is_file():
         return None
     t0 = time.monotonic()
-    proc = subprocess.run([*make_base(repo), m[1]], stdin=subprocess.DEVNULL,
+    proc = subprocess.run([*make_base(repo), str(model.relative_to(repo))],
+                          stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           errors="replace")
     ok = proc.returncode == 0
-    return BuildResult(BuildConfig(1, 1), ok, time.monotonic() - t0, repo / m[1],
+    return BuildResult(BuildConfig(1, 1), ok, time.monotonic() - t0, model,
                        proc.stdout, "" if ok else error_excerpt(proc.stdout))
 
 

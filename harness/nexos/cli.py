@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +45,17 @@ from nexos.report import (
     serve_table,
     write_text,
 )
-from nexos.serve import run_serves, serve_args, serve_command
+from nexos.serve import (
+    DEFAULT_MAX_LEN,
+    DEFAULT_REQUESTS,
+    GUEST_WORKLOAD,
+    ServeWorkload,
+    read_workload,
+    run_serves,
+    serve_command,
+    serve_workload,
+    workload_commands,
+)
 from nexos.toolchain import ToolchainError, find_toolchain
 
 MAX_SAMPLES = 6  # smolprobe's limit (docs/smolprobe.md, "A branch that dies")
@@ -130,6 +143,79 @@ def prepare(configs: list[BuildConfig], llm: bool, no_build: bool) -> Path:
     return r
 
 
+def check_output_file(path: Path | None) -> None:
+    """ConfigError `<path>: cannot write (...)` unless `path` (an output file option; None:
+    not given) can be created: its folder exists. Checked before the long work, so a typo
+    does not cost a whole run."""
+    if path is None:
+        return
+    folder = path.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{path}: cannot write (no folder {folder})")
+
+
+def check_output_dir(path: Path | None) -> None:
+    """ConfigError `<path>: cannot create (...)` unless folder `path` exists or can be made:
+    the nearest part of it that exists is a folder."""
+    if path is None:
+        return
+    there = next((p for p in [path, *path.parents] if p.exists()), Path("."))
+    if not there.is_dir():
+        raise ConfigError(f"{path}: cannot create ({there} is not a folder)")
+
+
+def save_text(path: Path, text: str) -> None:
+    """report.write_text, with a failed write as ConfigError `<path>: cannot write (...)`."""
+    try:
+        write_text(path, text)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot write ({e.strerror or e})") from None
+
+
+HIDDEN_MAIN_RE = re.compile(r"\bmain\s*\(")
+
+
+def check_hidden_file(value: str) -> None:
+    """ConfigError `<file>: <why>` unless the FILE of a `--hidden FILE.c[:POINTS]` value is
+    a readable C source file (UTF-8 text) that defines main(): a missing, empty, binary or
+    wrong-format file is refused here, before any build."""
+    tail = value.rpartition(":")[2]
+    path = Path(value.rpartition(":")[0] if tail.isdigit() else value)
+    if path.suffix != ".c":
+        raise ConfigError(f"{path}: not a .c file (--hidden takes a test program's C "
+                          "source: FILE.c[:POINTS])")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror or e})") from None
+    if not data.strip():
+        raise ConfigError(f"{path}: empty file (a hidden test is a C program)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not C source (not UTF-8 text)") from None
+    if "\0" in text:
+        line = text[:text.index("\0")].count("\n") + 1
+        raise ConfigError(f"{path}:{line}: not C source (a NUL byte)")
+    if not HIDDEN_MAIN_RE.search(text):
+        raise ConfigError(f"{path}: defines no main() (a hidden test is a program that "
+                          "ends with ALL TESTS PASSED or SOME TESTS FAILED)")
+
+
+@contextmanager
+def session_after(session: QemuSession, setup: list[str], timeout: float
+                  ) -> Iterator[QemuSession]:
+    """`session`, booted, once every command of `setup` ran in its shell without printing
+    anything (a command that prints is a QemuError: the shell refused it)."""
+    with session as s:
+        for cmd in setup:
+            said = s.run(cmd, timeout).output.strip()
+            if said:
+                raise QemuError(f"`{cmd}` failed: {said.splitlines()[0]}", said)
+        yield s
+
+
 @click.group(cls=NexosGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="nexos")
 def cli() -> None:
@@ -174,6 +260,7 @@ def run(lazy: int, cow: int, memsize: int, cpus: int, llm: bool, timeout: float,
     Exit status 1 when a command shows SOME TESTS FAILED, usertrap:, panic:,
     [smolprobe] error: or times out. Example: nexos run -- "echo hi" usertests"""
     cfg = BuildConfig(lazy, cow, memsize, cpus)
+    check_output_file(transcript)
     r = prepare([cfg], llm, no_build)
     failed = False
 
@@ -393,6 +480,11 @@ def grade(ctx: click.Context, json_path: Path | None, junit_path: Path | None,
           transcripts: Path | None, hidden: tuple[str, ...], lab_name: str | None,
           memsize: int, no_build: bool) -> None:
     """Run every check on every configuration; points; non-zero exit on any failure."""
+    for value in hidden:
+        check_hidden_file(value)
+    for path in (json_path, junit_path):
+        check_output_file(path)
+    check_output_dir(transcripts)
     try:
         sources, hidden_specs = hidden_checks(hidden, timeout_scale)
     except ValueError as e:
@@ -413,9 +505,9 @@ def grade(ctx: click.Context, json_path: Path | None, junit_path: Path | None,
                         transcript_dir=transcripts, console=err, on_result=report_result)
     out.print(grade_table(results))
     if json_path:
-        write_text(json_path, grade_json(results))
+        save_text(json_path, grade_json(results))
     if junit_path:
-        write_text(junit_path, grade_junit(results))
+        save_text(junit_path, grade_junit(results))
     sys.exit(0 if all(x.passed for x in results) else 1)
 
 
@@ -455,6 +547,7 @@ def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, br
     concurrent requests and memory over time (all four kernels)."""
     from nexos.plot import PlotPlan, write_plots, write_serve_plot  # matplotlib loads slowly
 
+    check_output_dir(out_dir)
     plan = PlotPlan(prompt, gen_len, int_list(seq_lens, "--seq-lens"),
                     int_list(branches, "--branches", MAX_SAMPLES), tuple(serve_flags.split()))
     serve_cfgs = [BuildConfig(lz, cw, cpus=2) for lz, cw in plan.serve_configs()]
@@ -476,12 +569,18 @@ def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, br
 @cli.command()
 @click.option("--matrix", "all_", is_flag=True,
               help="All four LAZY/COW configurations (default: lazy0-cow0 and lazy1-cow1).")
-@click.option("--workload", default=None, help="seed32, or a workload file on the image.")
+@click.option("--workload", default=None, metavar="seed32|FILE",
+              help="The built-in seed32, or a workload file on this machine (lines `id "
+                   "max_len prompt gen=N|eos`, docs/smolserve.md): checked first, then "
+                   f"written into each guest as {GUEST_WORKLOAD}.")
 @click.option("--requests", type=click.IntRange(1, 64), default=None,
+              show_default=f"{DEFAULT_REQUESTS} when no workload is given",
               help="A generated workload of N requests (with --max-len).")
 @click.option("--max-len", type=click.IntRange(2), default=None,
-              help="Slots each generated request reserves.")
-@click.option("--seed", type=click.IntRange(0), default=None, help="The generated workload's seed.")
+              show_default=f"{DEFAULT_MAX_LEN} when no workload is given",
+              help="Slots each generated request reserves (with --requests).")
+@click.option("--seed", type=click.IntRange(0), default=None,
+              help="The generated workload's seed (smolserve's default 0).")
 @click.option("--long-len", type=click.IntRange(1), default=None,
               help="Longest generated answer (smolserve's default 16).")
 @click.option("--cpus", type=click.IntRange(1, 8), default=2, show_default=True, help="Harts.")
@@ -492,26 +591,46 @@ def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, br
 def serve(all_: bool, workload: str | None, requests: int | None, max_len: int | None,
           seed: int | None, long_len: int | None, cpus: int, as_json: bool, timeout: float,
           memsize: int, no_build: bool) -> None:
-    """smolserve (docs/smolserve.md): how many requests run at once, per configuration."""
-    try:
-        args = serve_args(workload, requests, max_len, seed, long_len)
-    except ValueError as e:
-        raise OptionError(str(e)) from None
+    """smolserve (docs/smolserve.md): how many requests run at once, per configuration.
+
+    With no workload options it runs the README's: --requests 32 --max-len 2048."""
+    load, setup = serve_plan(workload, requests, max_len, seed, long_len)
     configs = matrix(memsize, cpus) if all_ else [BuildConfig(0, 0, memsize, cpus),
                                                   BuildConfig(1, 1, memsize, cpus)]
     r = prepare(configs, True, no_build)
+    if load.note and not as_json:
+        out.print(load.note, highlight=False)
 
-    def open_shell(lazy: int, cow: int, n: int) -> QemuSession:
-        return QemuSession.for_config(BuildConfig(lazy, cow, memsize, n), r, llm=True,
-                                      lifetime=timeout + 300)
+    def open_shell(lazy: int, cow: int, n: int) -> AbstractContextManager[QemuSession]:
+        session = QemuSession.for_config(BuildConfig(lazy, cow, memsize, n), r, llm=True,
+                                         lifetime=timeout + 300)
+        return session_after(session, setup, 60.0)
 
-    records = run_serves(open_shell, [(c.lazy, c.cow) for c in configs], cpus, args, timeout,
-                         (QemuError,))
+    records = run_serves(open_shell, [(c.lazy, c.cow) for c in configs], cpus, load.args,
+                         timeout, (QemuError,))
     if as_json:
         click.echo(serve_json(records))
     else:
-        out.print(serve_table(records, serve_command(args)))
+        out.print(serve_table(records, serve_command(load.args)))
     sys.exit(1 if any(x.failed for x in records) else 0)
+
+
+def serve_plan(workload: str | None, requests: int | None, max_len: int | None,
+               seed: int | None, long_len: int | None) -> tuple[ServeWorkload, list[str]]:
+    """`nexos serve`'s workload options -> (serve.serve_workload's answer, the shell
+    commands that write its workload file into the guest). A mix or a half of the options
+    is an OptionError (exit 2); a bad workload file a ConfigError `<file>[:<line>]: <why>`
+    (exit 1), both before anything is built."""
+    try:
+        load = serve_workload(workload, requests, max_len, seed, long_len)
+    except ValueError as e:
+        raise OptionError(str(e)) from None
+    if load.file is None:
+        return load, []
+    try:
+        return load, workload_commands(read_workload(load.file))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 cli.add_command(model)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Protocol
 
 PREFIX = "[smolserve] "
@@ -332,23 +333,172 @@ OpenShell = Callable[[int, int, int], AbstractContextManager[Shell]]
 ShellErrors = tuple[type[BaseException], ...]
 
 
-def serve_args(workload: str | None, requests: int | None, max_len: int | None,
-               seed: int | None = None, long_len: int | None = None) -> list[str]:
-    """smolserve's flags for a built-in or file workload, or a generated one; ValueError
-    (a user mistake) when both or neither are given."""
+# ---------------------------------------------------------------- the workload options
+
+DEFAULT_REQUESTS, DEFAULT_MAX_LEN = 32, 2048  # the README's workload: no workload given
+BUILTIN_WORKLOADS = ("seed32",)
+GUEST_WORKLOAD = "/workload"  # where a workload file from the host is written in the guest
+# user/smolserve.c's limits (docs/smolserve.md "Workloads")
+MAX_REQUESTS, MAX_PROMPT, MAX_ID, MAX_FILE = 64, 64, 15, 65536
+MAX_LEN_LIMIT, MAX_TOKEN_ID = 1 << 24, 10**9  # LLM_MAX_DIM; the parser's bound on an id
+_ID_RE = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID}}}")
+_NUM_RE = re.compile(r"[0-9]{1,15}")
+_PROMPT_RE = re.compile(r"[0-9]{1,10}(,[0-9]{1,10})*")
+
+
+@dataclass(frozen=True)
+class WorkloadRequest:
+    """One line of a workload file: `id max_len prompt gen=N|eos` (gen None: eos)."""
+
+    id: str
+    max_len: int
+    prompt: tuple[int, ...]
+    gen: int | None
+
+    def line(self) -> str:
+        """The line as smolserve reads it, fields one space apart."""
+        end = "eos" if self.gen is None else f"gen={self.gen}"
+        return f"{self.id} {self.max_len} {','.join(map(str, self.prompt))} {end}"
+
+
+@dataclass(frozen=True)
+class ServeWorkload:
+    """What `nexos serve`'s workload options resolve to: smolserve's flags; the workload
+    file on the host that must first be written into the guest as GUEST_WORKLOAD
+    (read_workload, workload_commands), None for a built-in or generated workload; and,
+    when no workload was given, the line that says which one runs."""
+
+    args: list[str]
+    file: Path | None = None
+    note: str | None = None
+
+
+def _request(fields: list[str], where: str) -> WorkloadRequest:
+    """One request line's fields -> a WorkloadRequest; ValueError `<where>: <why>` with
+    smolserve's own reasons (user/smolserve.c parse_line)."""
+    expected = "expected: id max_len prompt gen=N|eos"
+    if not _ID_RE.fullmatch(fields[0]):
+        raise ValueError(f"{where}: the id must be 1-{MAX_ID} characters of "
+                         "A-Z a-z 0-9 _ -")
+    if len(fields) < 4:
+        raise ValueError(f"{where}: {expected}")
+    if len(fields) > 4:
+        raise ValueError(f"{where}: extra text after the end field")
+    rid, max_len, prompt, end = fields
+    if not _NUM_RE.fullmatch(max_len) or not 1 <= int(max_len) <= MAX_LEN_LIMIT:
+        raise ValueError(f"{where}: max_len must be a number from 1 to {MAX_LEN_LIMIT}")
+    ids = prompt.split(",")
+    if (not _PROMPT_RE.fullmatch(prompt) or len(ids) > MAX_PROMPT
+            or max(int(t) for t in ids) > MAX_TOKEN_ID):
+        raise ValueError(f"{where}: the prompt must be 1-{MAX_PROMPT} comma-separated "
+                         "token ids")
+    gen: int | None = None
+    if end != "eos":
+        n = end.removeprefix("gen=")
+        if n == end:
+            raise ValueError(f"{where}: the end must be gen=N or eos")
+        if not _NUM_RE.fullmatch(n) or int(n) > MAX_LEN_LIMIT:
+            raise ValueError(f"{where}: gen=N needs a number N >= 0")
+        gen = int(n)
+    if len(ids) + (gen or 0) > int(max_len):
+        raise ValueError(f"{where}: prompt ({len(ids)}) + generated ({gen or 0}) exceeds "
+                         f"max_len {max_len}")
+    return WorkloadRequest(rid, int(max_len), tuple(int(t) for t in ids), gen)
+
+
+def parse_workload(text: str, name: str) -> list[WorkloadRequest]:
+    """The requests of a workload file's text (docs/smolserve.md "Workloads": blank lines
+    and lines starting with `#` skipped, fields apart by spaces or tabs). ValueError
+    `<name>:<line>: <why>` at the first bad line, `<name>: no requests` for none."""
+    out: list[WorkloadRequest] = []
+    seen: set[str] = set()
+    for n, raw in enumerate(text.split("\n"), 1):
+        fields = raw.rstrip("\r").replace("\t", " ").split(" ")
+        fields = [f for f in fields if f]
+        if not fields or fields[0].startswith("#"):
+            continue
+        where = f"{name}:{n}"
+        if len(out) == MAX_REQUESTS:
+            raise ValueError(f"{where}: more than {MAX_REQUESTS} requests")
+        req = _request(fields, where)
+        if req.id in seen:
+            raise ValueError(f"{where}: two requests with the same id {req.id}")
+        seen.add(req.id)
+        out.append(req)
+    if not out:
+        what = "an empty file" if not text.strip() else "no requests"
+        raise ValueError(f"{name}: {what} (a workload file has a request a line: "
+                         "id max_len prompt gen=N|eos)")
+    return out
+
+
+def read_workload(path: str | Path) -> list[WorkloadRequest]:
+    """The requests of the workload file at `path` on the host. ValueError `<path>: <why>`
+    (one line) for a file that is missing, a folder, unreadable, too long, not text, or
+    not a workload."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read ({e.strerror or e})") from None
+    if len(data) >= MAX_FILE:
+        raise ValueError(f"{path}: {len(data)} bytes; a workload file is shorter than "
+                         f"{MAX_FILE // 1024} KiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: not text (a workload file is lines of "
+                         "`id max_len prompt gen=N|eos`)") from None
+    if "\0" in text:
+        line = text[:text.index("\0")].count("\n") + 1
+        raise ValueError(f"{path}:{line}: not text (a NUL byte)")
+    return parse_workload(text, str(path))
+
+
+def workload_commands(requests: Sequence[WorkloadRequest], dest: str = GUEST_WORKLOAD
+                      ) -> list[str]:
+    """NexOS shell commands that write `requests` to `dest` in the guest, a line each (the
+    first truncates the file). The words are ids, numbers and `gen=`: no quoting needed."""
+    return [f"echo {r.line()} {'>' if i == 0 else '>>'} {dest}"
+            for i, r in enumerate(requests)]
+
+
+def serve_workload(workload: str | None, requests: int | None, max_len: int | None,
+                   seed: int | None = None, long_len: int | None = None) -> ServeWorkload:
+    """Resolve `nexos serve`'s workload options (None: not given): a built-in workload
+    (seed32), a workload file on the host (not read here: see ServeWorkload.file), or a
+    generated one (both --requests and --max-len; --seed and --long-len go only with it).
+    None of them: the README's generated workload, DEFAULT_REQUESTS x DEFAULT_MAX_LEN, with
+    a note saying so. ValueError (a user mistake) for a mix or a half of them."""
     generated = requests is not None or max_len is not None
-    if workload is not None and generated:
-        raise ValueError("give --workload or --requests/--max-len, not both")
+    tuning = [f for f, v in (("--seed", seed), ("--long-len", long_len)) if v is not None]
     if workload is not None:
-        return ["--workload", workload]
+        if generated:
+            raise ValueError("give --workload or --requests/--max-len, not both")
+        if tuning:
+            verb = "go" if len(tuning) > 1 else "goes"
+            raise ValueError(f"{' and '.join(tuning)} {verb} with a generated workload "
+                             "(--requests/--max-len), not with --workload")
+        if workload in BUILTIN_WORKLOADS:
+            return ServeWorkload(["--workload", workload])
+        return ServeWorkload(["--workload", GUEST_WORKLOAD], Path(workload))
+    note = None
+    if not generated:
+        requests, max_len = DEFAULT_REQUESTS, DEFAULT_MAX_LEN
+        note = (f"nexos serve: no workload given: --requests {requests} --max-len "
+                f"{max_len} (the README's)")
     if requests is None or max_len is None:
-        raise ValueError("give --workload NAME|FILE, or both --requests N and --max-len L")
+        given, missing = (("--requests", "--max-len") if max_len is None
+                          else ("--max-len", "--requests"))
+        raise ValueError(f"{given} needs {missing}: give both, or neither for the README's "
+                         f"--requests {DEFAULT_REQUESTS} --max-len {DEFAULT_MAX_LEN}, or "
+                         "--workload seed32|FILE")
     args = ["--requests", str(requests), "--max-len", str(max_len)]
     if seed is not None:
         args += ["--seed", str(seed)]
     if long_len is not None:
         args += ["--long-len", str(long_len)]
-    return args
+    return ServeWorkload(args, None, note)
 
 
 def serve_command(args: Sequence[str]) -> str:

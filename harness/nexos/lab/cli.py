@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,13 +20,23 @@ source_option = click.option(
 
 
 def _source(source: Path | None) -> Path:
-    try:
-        return source or find_repo()
-    except ConfigError as e:
-        raise click.ClickException(str(e)) from None
+    """--source, else the NexOS checkout around the working directory."""
+    return source or find_repo()
 
 
-@click.group("lab")
+class LabGroup(click.Group):
+    """The ``lab`` group: an unsound marker (MarkerError ``<file>:<line>: <why>``), a
+    refused starter tree (StarterError) or no checkout (ConfigError) from any of its
+    commands becomes one ClickException: one line ``nexos: error: ...``, exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (MarkerError, StarterError, ConfigError) as e:
+            raise click.ClickException(str(e)) from None
+
+
+@click.group("lab", cls=LabGroup)
 def lab() -> None:
     """The lab kit: starter trees for the lazy-allocation and copy-on-write labs, and the
     checks that grade them (docs/lab.md)."""
@@ -40,10 +51,7 @@ def make_cmd(which: str, out: Path, source: Path | None) -> None:
     """Write a starter tree: the checkout with the lab's solution regions replaced by their
     stubs, plus LAB.md, as a git repository with one commit. Refuses unsound markers, a
     non-empty OUT, and any solution line left in the tree."""
-    try:
-        tree = make_starter(_source(source), which, out)
-    except StarterError as e:
-        raise click.ClickException(str(e)) from None
+    tree = make_starter(_source(source), which, out)
     spots = ", ".join(f"{r.path}:{r.function or r.begin}" for r in tree.regions)
     click.echo(f"wrote {tree.out}: {tree.files} files, {len(tree.regions)} regions stubbed "
                f"({spots}); commit {tree.commit[:12]}")
@@ -54,10 +62,7 @@ def make_cmd(which: str, out: Path, source: Path | None) -> None:
 def regions_cmd(source: Path | None) -> None:
     """List the solution regions of the checkout (and check every marker)."""
     src = _source(source)
-    try:
-        _, regions = collect_regions(src, source_files(src))
-    except (MarkerError, StarterError) as e:
-        raise click.ClickException(str(e)) from None
+    _, regions = collect_regions(src, source_files(src))
     for r in regions:
         stub = f"stub {len(r.stub_lines)} lines" if r.stub is not None else "no stub"
         click.echo(f"{r.lab:5} {r.path}:{r.begin}-{r.end} {r.function or '-'}() "

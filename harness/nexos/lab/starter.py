@@ -50,7 +50,7 @@ def source_files(src: Path) -> list[str]:
     if proc.returncode != 0:
         raise StarterError(f"{src} is not a git checkout: "
                            f"{proc.stderr.decode(errors='replace').strip()}")
-    names = {n for n in proc.stdout.decode().split("\0") if n}
+    names = {n for n in proc.stdout.decode(errors="surrogateescape").split("\0") if n}
     return sorted(n for n in names if (src / n).is_file() or (src / n).is_symlink())
 
 
@@ -70,11 +70,25 @@ def _marked(name: str) -> bool:
     return name.endswith(MARKED_SUFFIXES)
 
 
-def _read_text(path: Path) -> str | None:
+def _read_bytes(src: Path, name: str) -> bytes:
+    """The bytes of the checkout's file `name`; StarterError `<name>: cannot read (...)`."""
     try:
-        return path.read_text(encoding="utf-8")
-    except (UnicodeDecodeError, OSError):
-        return None
+        return (src / name).read_bytes()
+    except OSError as e:
+        raise StarterError(f"{name}: cannot read ({e.strerror or e})") from None
+
+
+def _read_marked(src: Path, name: str) -> str:
+    """The text of a marked-kind source file. MarkerError `<name>:<line>: ...` when it is
+    not UTF-8: its markers could not be read, and a region in it would reach the starter
+    tree unstripped."""
+    data = _read_bytes(src, name)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise MarkerError(f"{name}:{line}: not UTF-8 text (the lab kit reads the `// LAB` "
+                          f"markers of every {'/'.join(MARKED_SUFFIXES)} file)") from None
 
 
 def collect_regions(src: Path, names: Iterable[str]) -> tuple[dict[str, str], list[Region]]:
@@ -85,9 +99,7 @@ def collect_regions(src: Path, names: Iterable[str]) -> tuple[dict[str, str], li
     for n in names:
         if not _marked(n) or (src / n).is_symlink():
             continue
-        text = _read_text(src / n)
-        if text is None:
-            continue
+        text = _read_marked(src, n)
         texts[n] = text
         regions += parse(text, n)
     return texts, regions
@@ -138,7 +150,7 @@ def build_outputs(src: Path, names: list[str], lab: str) -> tuple[dict[str, byte
     try:
         texts, regions = collect_regions(src, names)
     except MarkerError as e:
-        raise StarterError(f"bad marker: {e}") from None
+        raise StarterError(str(e)) from None  # `<file>:<line>: <why>`, as parse says it
     for x in labs:
         if not any(r.lab == x for r in regions):
             raise StarterError(f"no `// LAB {x}:` regions in {src}: not a solution tree "
@@ -151,7 +163,7 @@ def build_outputs(src: Path, names: list[str], lab: str) -> tuple[dict[str, byte
         if n in by_file:
             outputs[n] = strip(texts[n], by_file[n], labs).encode("utf-8")
         elif not (src / n).is_symlink():
-            outputs[n] = (src / n).read_bytes()
+            outputs[n] = _read_bytes(src, n)
     removed = [r for r in regions if r.lab in labs]
     outputs["LAB.md"] = lab_md(lab, removed).encode("utf-8")
     leaks = find_leaks(outputs, removed, _kept_code(texts, regions, set(labs)))

@@ -10,7 +10,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from nexos.model.format import CheckpointError, ModelConfig, checkpoint_size, read_header
+from nexos.model.format import (
+    CheckpointError,
+    ModelConfig,
+    check_size,
+    checkpoint_size,
+    read_header,
+)
 from nexos.model.gguf_import import import_gguf
 from nexos.model.hf_import import import_hf
 from nexos.model.reference import RequestError, generate
@@ -55,7 +61,19 @@ def _parse_tokens(text: str) -> list[int]:
                                    "list of integers") from None
 
 
-@click.group("model")
+class ModelGroup(click.Group):
+    """The ``model`` group: a bad file or config (CheckpointError, whose message names the
+    file, or TokenizerError) from any of its commands becomes one ClickException, which the
+    ``nexos`` command line prints as one line ``nexos: error: <file>: <why>``, exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (CheckpointError, TokenizerError) as e:
+            raise click.ClickException(str(e)) from None
+
+
+@click.group("model", cls=ModelGroup)
 def model() -> None:
     """Model checkpoints: synthetic, imported from Hugging Face, and the numpy reference."""
 
@@ -74,20 +92,17 @@ def model() -> None:
 def synth_cmd(preset: str, seed: int, weight_type: str, layers: int | None,
               tied: bool | None, out: str, as_json: bool) -> None:
     """Write a deterministic synthetic checkpoint (meaningless weights, real geometry)."""
-    try:
-        r = synthesize(out, preset, seed, weight_type, layers, tied)
-    except CheckpointError as e:
-        raise click.ClickException(str(e)) from None
+    r = synthesize(out, preset, seed, weight_type, layers, tied)
     _show_written("synthesized", r.path, r.config, r.size, r.seconds, as_json)
 
 
 @model.command("import")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+@click.option("--config", "config_path", type=click.Path(),
               help="Hugging Face config.json (with --weights).")
 @click.option("--weights", type=click.Path(),
               help="model.safetensors, model.safetensors.index.json (sharded) or a folder "
                    "holding either; F32, F16 or BF16 tensors.")
-@click.option("--gguf", "gguf_path", type=click.Path(dir_okay=False),
+@click.option("--gguf", "gguf_path", type=click.Path(),
               help="A llama GGUF file (e.g. SmolLM2-135M-Instruct.Q4_1.gguf): its blocks "
                    "are kept as they are, its tokenizer embedded (instead of --config and "
                    "--weights).")
@@ -109,26 +124,19 @@ def import_cmd(config_path: str | None, weights: str | None, gguf_path: str | No
     if config_path is None or weights is None:
         raise click.ClickException("give --config and --weights (Hugging Face), or --gguf "
                                    "FILE")
-    try:
-        r = import_hf(config_path, weights, out, weight_type or "int8")
-    except CheckpointError as e:
-        raise click.ClickException(str(e)) from None
+    r = import_hf(config_path, weights, out, weight_type or "int8")
     _show_written("imported", r.path, r.config, r.size, r.seconds, as_json)
 
 
 def _import_gguf(path: str, out: str, as_json: bool) -> None:
-    """``import --gguf``: the checkpoint with the GGUF's tokenizer blob when it has one."""
+    """``import --gguf``: the checkpoint with the GGUF's tokenizer blob when it has one (a
+    tokenizer of another kind is left out, with the reason; a broken file is an error)."""
     try:
         blob: bytes | None = tokenizer_blob(path)
         why = ""
     except TokenizerError as e:
-        blob, why = None, str(e)
-    except OSError as e:
-        raise click.ClickException(f"cannot read {path}: {e.strerror}") from None
-    try:
-        r = import_gguf(path, out, tokenizer=blob)
-    except CheckpointError as e:
-        raise click.ClickException(str(e)) from None
+        blob, why = None, str(e).removeprefix(f"{path}: ")
+    r = import_gguf(path, out, tokenizer=blob)
     tok = f"tokenizer {len(blob)} bytes" if blob else f"no tokenizer ({why})"
     if as_json:
         click.echo(json.dumps({"path": r.path, "size": r.size, "seconds": round(r.seconds, 3),
@@ -143,11 +151,9 @@ def _import_gguf(path: str, out: str, as_json: bool) -> None:
 @click.argument("ckpt")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def info_cmd(ckpt: str, as_json: bool) -> None:
-    """Print a checkpoint's header."""
-    try:
-        cfg = read_header(ckpt)
-    except CheckpointError as e:
-        raise click.ClickException(str(e)) from None
+    """Print a checkpoint's header (after checking the file has the size it implies)."""
+    cfg = read_header(ckpt)
+    check_size(ckpt, cfg)
     d = _config_dict(cfg)
     d["file_size"] = checkpoint_size(cfg)
     if as_json:
@@ -176,7 +182,7 @@ def ref_cmd(ckpt: str, prompt_tokens: str, gen_len: int, seq_len: int | None,
     prompt = _parse_tokens(prompt_tokens)
     try:
         r = generate(ckpt, prompt, gen_len, seq_len, temperature, seed)
-    except (CheckpointError, RequestError) as e:
+    except RequestError as e:
         raise click.ClickException(str(e)) from None
     d = r.to_dict()
     if as_json:

@@ -49,7 +49,13 @@ LAYER_BLOCKS = ("wq", "wk", "wv", "wo", "w_gate", "w_down", "w_up")
 
 
 class CheckpointError(Exception):
-    """A checkpoint file (or a config about to be written) is invalid; the message says why."""
+    """A checkpoint file (or a config about to be written) is invalid; the message says why.
+    An error about a file the user gave starts with that file's name: ``<file>: <why>``."""
+
+
+def read_problem(path: str | Path, e: OSError) -> str:
+    """``<path>: cannot read (<reason>)`` for an OSError met opening or reading ``path``."""
+    return f"{path}: cannot read ({e.strerror or e})"
 
 
 def _f32(v: float) -> float:
@@ -238,14 +244,23 @@ def _prefix_size(data: bytes) -> int:
     return HEADER_SIZE + _align(4 * count)
 
 
+def _bad_magic(head: bytes) -> str:
+    """Why a file that does not start with MAGIC is refused (a GGUF file is named so)."""
+    what = (" (a GGUF file: convert it with 'nexos model import --gguf')"
+            if head.startswith(b"GGUF") else "")
+    return f"bad magic {head!r} (expected {MAGIC!r}): not a NexOS checkpoint{what}"
+
+
 def unpack_header(data: bytes) -> ModelConfig:
     """Parse and validate a header (and a version 2 type table); raises CheckpointError on a
     bad magic/version/table/config."""
+    if not data:
+        raise CheckpointError("empty file: not a NexOS checkpoint")
+    if not data.startswith(MAGIC[:len(data)]):  # a short file: a prefix of the magic
+        raise CheckpointError(_bad_magic(data[:len(MAGIC)]))
     if len(data) < HEADER_SIZE:
         raise CheckpointError(f"truncated header: {len(data)} bytes, need {HEADER_SIZE}")
     f = _HEADER_STRUCT.unpack_from(data)
-    if f[0] != MAGIC:
-        raise CheckpointError(f"bad magic {f[0]!r} (expected {MAGIC!r}): not a NexOS checkpoint")
     if f[1] not in VERSIONS:
         raise CheckpointError(f"unsupported format version {f[1]} (this tool reads "
                               f"{VERSION} and {VERSION_TYPED})")
@@ -284,15 +299,21 @@ def unpack_header(data: bytes) -> ModelConfig:
 
 
 def read_header(path: str | Path) -> ModelConfig:
-    """The validated config of the checkpoint at ``path`` (size not checked)."""
+    """The validated config of the checkpoint at ``path`` (size not checked). Raises
+    CheckpointError ``<path>: <why>`` for a file that cannot be read (missing, a folder,
+    no permission) or whose header or type table is invalid."""
     try:
         with open(path, "rb") as f:
             data = f.read(HEADER_SIZE)
             if len(data) == HEADER_SIZE and data[:8] == MAGIC:
-                data += f.read(_prefix_size(data) - HEADER_SIZE)
+                room = os.fstat(f.fileno()).st_size - HEADER_SIZE  # never ask for more
+                data += f.read(min(_prefix_size(data) - HEADER_SIZE, room))
     except OSError as e:
-        raise CheckpointError(f"cannot read {path}: {e.strerror}") from None
-    return unpack_header(data)
+        raise CheckpointError(read_problem(path, e)) from None
+    try:
+        return unpack_header(data)
+    except CheckpointError as e:
+        raise CheckpointError(f"{path}: {e}") from None
 
 
 # ---------------------------------------------------------------------------- layout
@@ -444,17 +465,27 @@ def _view_block(cfg: ModelConfig, buf: np.ndarray, sec: Section) -> Block:
     return QuantBlock(q, s.reshape(rows, cols // cfg.group_size), cfg.group_size)
 
 
+def check_size(path: str | Path, cfg: ModelConfig) -> None:
+    """CheckpointError ``<path>: ...`` unless the file at ``path`` has exactly the size its
+    header ``cfg`` implies (a truncated or extended file)."""
+    want = checkpoint_size(cfg)
+    try:
+        have = os.path.getsize(path)
+    except OSError as e:
+        raise CheckpointError(read_problem(path, e)) from None
+    if have != want:
+        what = "truncated" if have < want else "has extra bytes"
+        raise CheckpointError(f"{path}: file is {have} bytes but its header implies {want} "
+                              f"({what})")
+
+
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Map the checkpoint at ``path`` and return views of all its tensors.
 
     Raises CheckpointError for a missing file, bad magic/version/type table/config, or a
     size that differs from the size the header implies (truncated or extended file)."""
     cfg = read_header(path)
-    want, have = checkpoint_size(cfg), os.path.getsize(path)
-    if have != want:
-        what = "truncated" if have < want else "has extra bytes"
-        raise CheckpointError(f"{path}: file is {have} bytes but its header implies {want} "
-                              f"({what})")
+    check_size(path, cfg)
     buf = np.memmap(path, dtype=np.uint8, mode="r")
     views: dict[str, object] = {}
     layers: dict[str, list[Block]] = {name: [] for name in LAYER_BLOCKS}
@@ -502,7 +533,7 @@ class CheckpointWriter:
         try:
             self._f = open(self._tmp, "wb")
         except OSError as e:
-            raise CheckpointError(f"cannot write {self.path}: {e.strerror}") from None
+            raise CheckpointError(f"{self.path}: cannot write ({e.strerror or e})") from None
         self._f.write(header)
 
     def _next_section(self, name: str, shape: tuple[int, ...] | None) -> Section:

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader, ReaderTensor
+from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, ReaderTensor
 
 from nexos.model.format import (
     GGML_WEIGHTS,
+    LAYER_BLOCKS,
     WEIGHT_F32,
     WEIGHT_PER_TENSOR,
     WEIGHT_Q4_1,
@@ -93,25 +94,50 @@ def unpermute_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
             .reshape(w.shape))
 
 
+GGUF_HEADER_BYTES = 24  # magic, version, tensor count, key count
+# what GGUFReader raises on bytes that are not a well-formed GGUF file (UnicodeDecodeError,
+# a bad enum value and "GGUF magic invalid" are ValueErrors)
+READER_ERRORS = (ValueError, KeyError, IndexError, TypeError, OverflowError)
+_V = GGUFValueType
+
+
+def _one_line(text: object) -> str:
+    """``text`` on one line (a reader's message may hold newlines)."""
+    return " ".join(str(text).split())
+
+
 def open_gguf(path: str | Path) -> GGUFReader:
-    """``GGUFReader`` on ``path``; GGUFImportError for a missing, unreadable, truncated or
-    otherwise invalid file."""
+    """``GGUFReader`` on ``path``; GGUFImportError ``<path>: <why>`` for a missing,
+    unreadable, empty, truncated or otherwise invalid file."""
     p = Path(path)
+    if p.is_dir():
+        raise GGUFImportError(f"{p}: is a folder, not a GGUF file")
     if not p.is_file():
         raise GGUFImportError(f"{p}: no such file")
+    size = p.stat().st_size
+    try:
+        with open(p, "rb") as f:
+            head = f.read(GGUF_HEADER_BYTES)
+    except OSError as e:
+        raise GGUFImportError(f"{p}: cannot read ({e.strerror or e})") from None
+    if not head:
+        raise GGUFImportError(f"{p}: not a GGUF file (an empty file)")
+    if not head.startswith(b"GGUF"[:len(head)]):  # a short file: a prefix of the magic
+        what = "a NexOS checkpoint" if head.startswith(b"NEXOSLM") else "bad magic"
+        raise GGUFImportError(f"{p}: not a GGUF file ({what})")
+    if len(head) < GGUF_HEADER_BYTES:
+        raise GGUFImportError(f"{p}: truncated GGUF header ({size} bytes, need "
+                              f"{GGUF_HEADER_BYTES})")
     try:
         reader = GGUFReader(p)
     except OSError as e:
-        raise GGUFImportError(f"cannot read {p}: {e.strerror}") from None
-    except (ValueError, KeyError, IndexError, TypeError, UnicodeDecodeError) as e:
-        if "magic" in str(e):
-            raise GGUFImportError(f"{p}: not a GGUF file (bad magic)") from None
-        raise GGUFImportError(f"{p}: truncated or corrupt GGUF file ({p.stat().st_size} "
-                              f"bytes; the gguf reader says: {e})") from None
+        raise GGUFImportError(f"{p}: cannot read ({e.strerror or e})") from None
+    except READER_ERRORS as e:
+        raise GGUFImportError(f"{p}: truncated or corrupt GGUF file ({size} bytes; the gguf "
+                              f"reader says: {_one_line(e)})") from None
     if reader.byte_order != "I":
         raise GGUFImportError(f"{p}: a big-endian GGUF file (only little-endian is "
                               "supported)")
-    size = p.stat().st_size
     for t in reader.tensors:
         if t.data_offset + t.n_bytes > size:
             raise GGUFImportError(f"{p}: truncated: tensor {t.name} ends at byte "
@@ -119,22 +145,95 @@ def open_gguf(path: str | Path) -> GGUFReader:
     return reader
 
 
+_INT_TYPES = (_V.UINT8, _V.INT8, _V.UINT16, _V.INT16, _V.UINT32, _V.INT32, _V.UINT64,
+              _V.INT64)
+_FLOAT_TYPES = (_V.FLOAT32, _V.FLOAT64)
+
+
 class GGUFModel:
-    """The keys and tensors of an open GGUF file, with checks that name the key or tensor."""
+    """The keys and tensors of an open GGUF file, with checks that name the file and the key
+    or tensor: every accessor raises GGUFImportError ``<path>: <why>``."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.reader = open_gguf(path)
         self.tensors: dict[str, ReaderTensor] = {t.name: t for t in self.reader.tensors}
 
+    def has(self, name: str) -> bool:
+        """Whether key ``name`` is present."""
+        return name in self.reader.fields
+
+    def _field(self, name: str, types: tuple[GGUFValueType, ...], what: str,
+               array: bool = False) -> Any:
+        """Key ``name``'s field, which must hold ``what``: a value (or with ``array`` an
+        array of values) of one of ``types``."""
+        f = self.reader.fields[name]
+        kind = f.types[-1] if f.types else None
+        is_array = bool(f.types) and f.types[0] == _V.ARRAY
+        if kind not in types or is_array != array or (array and len(f.types) != 2):
+            have = "/".join(t.name for t in f.types) or "nothing"
+            raise GGUFImportError(f"{self.path}: key {name} holds {have}, not {what}")
+        return f
+
+    def _present(self, name: str, default: Any) -> bool:
+        """Whether key ``name`` is there; GGUFImportError when absent and required (no
+        ``default``)."""
+        if self.has(name):
+            return True
+        if default is None:
+            raise GGUFImportError(f"{self.path}: missing key {name}")
+        return False
+
     def key(self, name: str, default: Any = None) -> Any:
-        """The value of key ``name`` (GGUFImportError when absent and no default)."""
-        f = self.reader.fields.get(name)
-        if f is None:
-            if default is None:
-                raise GGUFImportError(f"{self.path}: missing key {name}")
+        """The value of key ``name`` whatever its type (``default`` when absent; None: the
+        key is required). GGUFImportError when its text is not UTF-8."""
+        if not self._present(name, default):
             return default
-        return f.contents()
+        try:
+            return self.reader.fields[name].contents()
+        except (UnicodeDecodeError, IndexError) as e:
+            raise GGUFImportError(f"{self.path}: key {name}: unreadable value "
+                                  f"({_one_line(e)})") from None
+
+    def int_key(self, name: str, default: int | None = None) -> int:
+        """Integer key ``name`` (``default`` when absent; None: the key is required)."""
+        if not self._present(name, default):
+            return int(default)  # type: ignore[arg-type]
+        self._field(name, _INT_TYPES, "an integer")
+        return int(self.key(name))
+
+    def float_key(self, name: str, default: float | None = None) -> float:
+        """Number key ``name``, float or integer (``default`` when absent)."""
+        if not self._present(name, default):
+            return float(default)  # type: ignore[arg-type]
+        self._field(name, _FLOAT_TYPES + _INT_TYPES, "a number")
+        return float(self.key(name))
+
+    def str_key(self, name: str, default: str | None = None) -> str:
+        """Text key ``name`` (``default`` when absent)."""
+        if not self._present(name, default):
+            return str(default)
+        self._field(name, (_V.STRING,), "text")
+        return str(self.key(name))
+
+    def strings(self, name: str) -> list[str]:
+        """String array key ``name`` (required), every string UTF-8."""
+        self._present(name, None)
+        f = self._field(name, (_V.STRING,), "an array of text", array=True)
+        out = []
+        for n, i in enumerate(f.data):
+            try:
+                out.append(bytes(f.parts[i]).decode("utf-8"))
+            except UnicodeDecodeError:
+                raise GGUFImportError(f"{self.path}: key {name}: item {n} is not UTF-8 "
+                                      "text") from None
+        return out
+
+    def ints(self, name: str) -> list[int]:
+        """Integer array key ``name`` (required)."""
+        self._present(name, None)
+        f = self._field(name, _INT_TYPES, "an array of integers", array=True)
+        return [int(f.parts[i][0]) for i in f.data]
 
     def tensor(self, name: str, shape: tuple[int, ...], norm: bool = False) -> ReaderTensor:
         """Tensor ``name`` of ``shape`` ([rows, cols]: GGUF lists it the other way round)
@@ -161,33 +260,44 @@ class GGUFModel:
 
 def config_from_gguf(g: GGUFModel) -> ModelConfig:
     """Map the llama.* keys (and the tensor table) onto a ModelConfig."""
-    arch = g.key("general.architecture", "")
+    arch = g.str_key("general.architecture", "")
     if arch != "llama":
         raise GGUFImportError(f"{g.path}: general.architecture is {arch!r}; only 'llama' "
                               "is supported")
-    scaling = g.key("llama.rope.scaling.type", "none")
+    scaling = g.str_key("llama.rope.scaling.type", "none")
     if scaling not in ("none", ""):
         raise GGUFImportError(f"{g.path}: llama.rope.scaling.type {scaling!r} is not "
                               "supported")
     emb = g.tensors.get(GGUF_NAMES["tok_embedding"])
     if emb is None:
         raise GGUFImportError(f"{g.path}: missing tensor {GGUF_NAMES['tok_embedding']}")
-    vocab = int(g.key("llama.vocab_size", int(emb.shape[1])))
-    dim, heads = int(g.key("llama.embedding_length")), int(g.key("llama.attention.head_count"))
-    rope_dim = int(g.key("llama.rope.dimension_count", dim // heads))
+    if len(emb.shape) != 2:
+        raise GGUFImportError(f"{g.path}: {emb.name}: {len(emb.shape)} dimensions, "
+                              "expected 2")
+    vocab = g.int_key("llama.vocab_size", int(emb.shape[1]))
+    dim, heads = g.int_key("llama.embedding_length"), g.int_key("llama.attention.head_count")
+    layers = g.int_key("llama.block_count")
+    for name, v in (("llama.embedding_length", dim), ("llama.attention.head_count", heads),
+                    ("llama.block_count", layers)):
+        if v < 1:
+            raise GGUFImportError(f"{g.path}: {name} is {v}, must be at least 1")
+    if layers * len(LAYER_BLOCKS) > len(g.tensors):  # before any per-layer table is made
+        raise GGUFImportError(f"{g.path}: llama.block_count {layers} needs "
+                              f"{layers * len(LAYER_BLOCKS)} layer tensors, the file has "
+                              f"{len(g.tensors)} tensors")
+    rope_dim = g.int_key("llama.rope.dimension_count", dim // heads)
     if rope_dim * heads != dim:
         raise GGUFImportError(f"{g.path}: llama.rope.dimension_count {rope_dim} is not "
                               f"embedding_length / head_count ({dim}/{heads}): partial RoPE "
                               "is not supported")
-    layers = int(g.key("llama.block_count"))
     tied = GGUF_NAMES["classifier"] not in g.tensors
     cfg = ModelConfig(
-        dim=dim, hidden_dim=int(g.key("llama.feed_forward_length")), n_layers=layers,
-        n_heads=heads, n_kv_heads=int(g.key("llama.attention.head_count_kv", heads)),
-        vocab_size=vocab, max_seq_len=int(g.key("llama.context_length")),
+        dim=dim, hidden_dim=g.int_key("llama.feed_forward_length"), n_layers=layers,
+        n_heads=heads, n_kv_heads=g.int_key("llama.attention.head_count_kv", heads),
+        vocab_size=vocab, max_seq_len=g.int_key("llama.context_length"),
         weight_type=WEIGHT_PER_TENSOR, group_size=0, tied_embeddings=tied,
-        rope_theta=float(g.key("llama.rope.freq_base", 10000.0)),
-        norm_eps=float(g.key("llama.attention.layer_norm_rms_epsilon")),
+        rope_theta=g.float_key("llama.rope.freq_base", 10000.0),
+        norm_eps=g.float_key("llama.attention.layer_norm_rms_epsilon"),
         tensor_types=(WEIGHT_F32,) * n_blocks(layers, tied),
     )
     try:
@@ -200,7 +310,10 @@ def config_from_gguf(g: GGUFModel) -> ModelConfig:
         t = g.tensor(GGUF_NAMES[name].format(i=layer), shapes[name])
         types.append(BLOCK_TYPES[t.tensor_type])
     cfg = dataclasses.replace(cfg, tensor_types=tuple(types))
-    cfg.validate()
+    try:
+        cfg.validate()
+    except CheckpointError as e:
+        raise GGUFImportError(f"{g.path}: {e}") from None
     return cfg
 
 
@@ -221,7 +334,7 @@ def import_gguf(path: str | Path, out: str | Path,
     counts: dict[str, int] = {}
     for t in g.reader.tensors:
         counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
-    name = str(g.key("general.name", ""))
+    name = g.str_key("general.name", "")
     return GGUFImportResult(str(out), cfg, checkpoint_size(cfg), time.perf_counter() - t0,
                             name, str(path), counts)
 

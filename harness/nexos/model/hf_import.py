@@ -24,6 +24,7 @@ from nexos.model.format import (
     ModelConfig,
     checkpoint_size,
     layout,
+    read_problem,
 )
 from nexos.model.synth import WEIGHT_TYPES
 
@@ -69,7 +70,7 @@ class Shard:
         except SafetensorError as e:
             raise HFImportError(f"{path}: not a valid safetensors file ({e})") from None
         except OSError as e:
-            raise HFImportError(f"cannot read {path}: {e}") from None
+            raise HFImportError(read_problem(path, e)) from None
         self.names = set(self._f.keys())
         self._bf16: dict[str, bytearray] | None = None
 
@@ -95,9 +96,12 @@ class Shard:
         if self._bf16 is None or name not in self._bf16:
             try:
                 data = self.path.read_bytes()
+                tensors = deserialize(data)
             except OSError as e:
-                raise HFImportError(f"cannot read {self.path}: {e.strerror}") from None
-            self._bf16 = {n: t["data"] for n, t in deserialize(data) if t["dtype"] == "BF16"}
+                raise HFImportError(read_problem(self.path, e)) from None
+            except SafetensorError as e:
+                raise HFImportError(f"{self.path}: not a valid safetensors file ({e})") from None
+            self._bf16 = {n: t["data"] for n, t in tensors if t["dtype"] == "BF16"}
         return self._bf16.pop(name)
 
 
@@ -105,9 +109,9 @@ def _read_index(path: Path) -> dict[str, str]:
     """The ``weight_map`` of a ``model.safetensors.index.json``: tensor name -> shard file
     name (a plain name, in the index's folder)."""
     try:
-        index = json.loads(path.read_text())
+        index = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
-        raise HFImportError(f"cannot read {path}: {e.strerror}") from None
+        raise HFImportError(read_problem(path, e)) from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise HFImportError(f"{path}: bad safetensors index (not JSON)") from None
     wmap = index.get("weight_map") if isinstance(index, dict) else None
@@ -186,36 +190,88 @@ class HFWeights:
         return self._where[name].get(name, shape)
 
 
-def _key(cfg: dict[str, Any], name: str, default: Any = None) -> Any:
+def _key(cfg: dict[str, Any], name: str, default: Any = None,
+         source: str = "config.json") -> Any:
+    """``cfg[name]``, or ``default`` when absent or null; HFImportError ``<source>: ...``
+    when absent and required (no default)."""
     if name in cfg and cfg[name] is not None:
         return cfg[name]
     if default is None:
-        raise HFImportError(f"config.json: missing key {name}")
+        raise HFImportError(f"{source}: missing key {name}")
     return default
 
 
-def config_from_hf(hf: dict[str, Any], weight_type: str, tied: bool) -> ModelConfig:
-    """Map Hugging Face config keys onto a ModelConfig (HFImportError when unsupported)."""
+def _int(cfg: dict[str, Any], name: str, default: int | None = None,
+         source: str = "config.json") -> int:
+    """Integer key ``name`` (a JSON integer, not a boolean)."""
+    v = _key(cfg, name, default, source)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise HFImportError(f"{source}: {name} is {v!r}, not an integer")
+    return v
+
+
+def _float(cfg: dict[str, Any], name: str, default: float | None = None,
+           source: str = "config.json") -> float:
+    """Number key ``name`` (a JSON number, not a boolean)."""
+    v = _key(cfg, name, default, source)
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise HFImportError(f"{source}: {name} is {v!r}, not a number")
+    return float(v)
+
+
+def config_from_hf(hf: dict[str, Any], weight_type: str, tied: bool,
+                   source: str = "config.json") -> ModelConfig:
+    """Map Hugging Face config keys onto a ModelConfig; HFImportError ``<source>: <why>``
+    (``source`` is the config file's name) for a missing, mistyped or unsupported key."""
     if hf.get("rope_scaling"):
-        raise HFImportError("config.json: rope_scaling is not supported")
-    if hf.get("hidden_act", "silu") != "silu":
-        raise HFImportError(f"config.json: hidden_act {hf['hidden_act']} (only silu)")
-    heads = int(_key(hf, "num_attention_heads"))
-    dim = int(_key(hf, "hidden_size"))
-    if "head_dim" in hf and hf["head_dim"] is not None and hf["head_dim"] * heads != dim:
-        raise HFImportError(f"config.json: head_dim {hf['head_dim']} != hidden_size / heads")
+        raise HFImportError(f"{source}: rope_scaling is not supported")
+    act = hf.get("hidden_act", "silu")
+    if act != "silu":
+        raise HFImportError(f"{source}: hidden_act {act!r} (only silu)")
+    heads = _int(hf, "num_attention_heads", source=source)
+    dim = _int(hf, "hidden_size", source=source)
+    if hf.get("head_dim") is not None and _int(hf, "head_dim", source=source) * heads != dim:
+        raise HFImportError(f"{source}: head_dim {hf['head_dim']} != hidden_size / heads")
     cfg = ModelConfig(
-        dim=dim, hidden_dim=int(_key(hf, "intermediate_size")),
-        n_layers=int(_key(hf, "num_hidden_layers")), n_heads=heads,
-        n_kv_heads=int(_key(hf, "num_key_value_heads", heads)),
-        vocab_size=int(_key(hf, "vocab_size")),
-        max_seq_len=int(_key(hf, "max_position_embeddings")),
+        dim=dim, hidden_dim=_int(hf, "intermediate_size", source=source),
+        n_layers=_int(hf, "num_hidden_layers", source=source), n_heads=heads,
+        n_kv_heads=_int(hf, "num_key_value_heads", heads, source),
+        vocab_size=_int(hf, "vocab_size", source=source),
+        max_seq_len=_int(hf, "max_position_embeddings", source=source),
         weight_type=WEIGHT_TYPES[weight_type], group_size=64, tied_embeddings=tied,
-        rope_theta=float(_key(hf, "rope_theta", 10000.0)),
-        norm_eps=float(_key(hf, "rms_norm_eps")),
+        rope_theta=_float(hf, "rope_theta", 10000.0, source),
+        norm_eps=_float(hf, "rms_norm_eps", source=source),
     )
-    cfg.validate()
+    try:
+        cfg.validate()
+    except CheckpointError as e:
+        raise HFImportError(f"{source}: {e}") from None
     return cfg
+
+
+def read_hf_config(path: str | Path) -> dict[str, Any]:
+    """The JSON object of a Hugging Face ``config.json``; HFImportError ``<path>: <why>``
+    for a file that cannot be read, is empty, is not UTF-8 JSON or not a JSON object."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise HFImportError(read_problem(path, e)) from None
+    if not data.strip():
+        raise HFImportError(f"{path}: empty file, not a Hugging Face config.json")
+    try:
+        hf = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise HFImportError(f"{path}: not a Hugging Face config.json (not UTF-8 "
+                            "text)") from None
+    except json.JSONDecodeError as e:
+        raise HFImportError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} "
+                            f"column {e.colno})") from None
+    if not isinstance(hf, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean"}.get(
+            type(hf), "a number" if isinstance(hf, int | float) else "null")
+        raise HFImportError(f"{path}: not a Hugging Face config.json (JSON {kind}, not "
+                            "an object)")
+    return hf
 
 
 @dataclass
@@ -239,16 +295,11 @@ def import_hf(config_path: str | Path, weights_path: str | Path,
     t0 = time.perf_counter()
     if weight_type not in WEIGHT_TYPES:
         raise HFImportError(f"unknown weight type {weight_type!r} (int8 or f32)")
-    try:
-        hf = json.loads(Path(config_path).read_text())
-    except OSError as e:
-        raise HFImportError(f"cannot read {config_path}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise HFImportError(f"{config_path}: not valid JSON ({e.msg})") from None
+    hf = read_hf_config(config_path)
     with HFWeights(weights_path) as st:
         tied = hf.get("tie_word_embeddings")
         tied = (HF_NAMES["classifier"] not in st) if tied is None else bool(tied)
-        cfg = config_from_hf(hf, weight_type, tied)
+        cfg = config_from_hf(hf, weight_type, tied, str(config_path))
         _write(st, cfg, out)
     return ImportResult(str(out), cfg, checkpoint_size(cfg), time.perf_counter() - t0)
 

@@ -19,7 +19,7 @@ the same bits; the C code in smolprobe must produce the same float32 results.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from gguf import GGMLQuantizationType, quants
@@ -154,6 +154,13 @@ class QMatrix:
     D: np.ndarray  # [rows, nb] int64, |D| <= 2^15 - 16 (an int16)
     M: np.ndarray | None  # [rows, nb] int64 (Q4_1), |M| <= 2^15 - 16
     ew: np.ndarray  # [rows] int64
+    # q as float32, for the block dot products: every product of a weight (|q| <= 128)
+    # and an activation (|q| <= 127) and every partial sum of 32 of them is an integer
+    # below 2^19, so float32 adds them exactly, in any order, at BLAS speed
+    qf: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.qf = self.q.astype(np.float32)
 
     @classmethod
     def prepare(cls, blk: GGMLBlock) -> QMatrix:
@@ -172,7 +179,7 @@ class QMatrix:
     def matvec(self, x: np.ndarray) -> np.ndarray:
         """``W x`` in the integer arithmetic of docs/checkpoint.md; float32 [rows]."""
         xa = quantize_activations(x)
-        isum = np.einsum("rbk,bk->rb", self.q, xa.q, dtype=np.int32).astype(np.int64)
+        isum = np.einsum("rbk,bk->rb", self.qf, xa.q.astype(np.float32)).astype(np.int64)
         t = self.D * isum  # Q8_0: |t| < 2^34; Q4_1 (with the min term): |t| < 2^31
         if self.M is not None:
             t += self.M * xa.qsum
