@@ -50,7 +50,17 @@ $(error no RISC-V cross compiler found: install the Debian packages gcc-riscv64-
 endif
 endif
 
-CC = $(TOOLPREFIX)gcc
+# ccache (Debian ccache, which scripts/setup.sh installs) when it is there: the four
+# configurations and every starter tree compile the same user programs and most of the same
+# kernel files with the same flags, and it hands back the object it made the first time.
+# Only the compiler's output is reused, for identical input: CCACHE= turns it off. The
+# working folder is left out of its key (a starter tree elsewhere hits the same entries),
+# which only changes the folder gdb is told the sources came from.
+CCACHE ?= $(shell command -v ccache 2>/dev/null)
+ifneq ($(CCACHE),)
+export CCACHE_NOHASHDIR := 1
+endif
+CC = $(strip $(CCACHE) $(TOOLPREFIX)gcc)
 LD = $(TOOLPREFIX)ld
 OBJDUMP = $(TOOLPREFIX)objdump
 HOSTCC ?= gcc

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(gcc-riscv64-unknown-elf qemu-system-misc python3-venv python3-pip make gcc)
+packages=(gcc-riscv64-unknown-elf qemu-system-misc python3-venv python3-pip make gcc ccache)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

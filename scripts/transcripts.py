@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO / "harness"))
 
 from nexos.build import build_one  # noqa: E402
 from nexos.config import BuildConfig  # noqa: E402
+from nexos.elf import ElfImage, read_elf  # noqa: E402
 from nexos.model.gguf_import import import_gguf  # noqa: E402
 from nexos.model.synth import synthesize  # noqa: E402
 from nexos.model.tokenizer import SMOLLM2_GGUF, find_smollm2_gguf, tokenizer_blob  # noqa: E402
@@ -169,10 +170,15 @@ def host_header(case: HostCase, status: int) -> str:
             f"$ smolprobe --model {case.model.name}.bin {case.args}")
 
 
-def guest_header(case: GuestCase) -> str:
+def guest_header(case: GuestCase, program: ElfImage) -> str:
+    """The header of a guest transcript. It names the image pages of the smolprobe binary
+    that ran (`user/_smolprobe: N image pages (text T, data D)`, nexos.elf): the figures
+    that count the program's own pages are checked against the binary's size, so that a
+    rerun with a bigger or smaller binary can still be compared (tests/transcripts/README.md)."""
     image = "fs-llm.img" if case.model.gguf else "fs-llm-synth.img"
     return (f"{HEADER} --guest | QEMU {case.config.name} {image} | "
-            f"model /model.bin: {case.model.describe()} | $ smolprobe {case.args}")
+            f"model /model.bin: {case.model.describe()} | "
+            f"user/_smolprobe: {program.describe()} | $ smolprobe {case.args}")
 
 
 def console_header(config: BuildConfig, what: str) -> str:
@@ -186,10 +192,14 @@ def build_host(out: Path) -> Path:
     return out / "smolprobe"
 
 
-def run_host(binary: Path, workdir: Path, case: HostCase) -> str | None:
+def run_host(binary: Path, workdir: Path, case: HostCase, smollm2: Path | None = None
+             ) -> str | None:
     """The transcript text of one host case (header line, then everything printed); None
-    when its model cannot be made (the real model without its GGUF)."""
+    when its model cannot be made (the real model without its GGUF). smollm2: the real
+    model already imported as SMOLLM2.make would import it, used instead of importing."""
     ckpt = workdir / f"{case.model.name}.bin"
+    if case.model.gguf and smollm2 is not None and not ckpt.exists():
+        ckpt.symlink_to(smollm2.resolve())
     if not case.model.make(ckpt):
         return None
     cmd = [str(binary), "--model", ckpt.name, *shlex.split(case.args)]
@@ -226,10 +236,11 @@ def run_guest(case: GuestCase) -> str | None:
         session = QemuSession.for_config(case.config, REPO, llm=True)
     else:
         session = QemuSession(case.config.build_dir(REPO) / "kernel", image, case.config)
+    program = read_elf(case.config.build_dir(REPO) / "user" / "_smolprobe")  # what boots
     with session as qs:
         res = qs.run(f"smolprobe {case.args}", timeout=case.timeout)
     body = res.output.replace("\r", "")
-    return guest_header(case) + "\n" + body + ("" if body.endswith("\n") else "\n")
+    return guest_header(case, program) + "\n" + body + ("" if body.endswith("\n") else "\n")
 
 
 def run_console(case: ConsoleCase, only: set[str]) -> dict[str, str]:
@@ -249,7 +260,7 @@ def run_console(case: ConsoleCase, only: set[str]) -> dict[str, str]:
             if not only or k in only}
 
 
-def write_host(out: Path, only: set[str]) -> list[Path]:
+def write_host(out: Path, only: set[str], smollm2: Path | None = None) -> list[Path]:
     written = []
     with tempfile.TemporaryDirectory(prefix="nexos-transcripts-") as tmp:
         work = Path(tmp)
@@ -257,7 +268,7 @@ def write_host(out: Path, only: set[str]) -> list[Path]:
         for case in HOST_CASES:
             if only and case.name not in only:
                 continue
-            text = run_host(binary, work, case)
+            text = run_host(binary, work, case, smollm2)
             if text is None:
                 print(f"skipped {case.name}: {SMOLLM2_GGUF} not found", file=sys.stderr)
                 continue
@@ -294,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", action="store_true", help="host-build transcripts (default)")
     ap.add_argument("--guest", action="store_true", help="QEMU transcripts")
     ap.add_argument("--out", type=Path, default=TRANSCRIPTS, help="output folder")
+    ap.add_argument("--smollm2", type=Path, metavar="BIN",
+                    help="--host: the real model already imported (nexos model import --gguf, "
+                         "tokenizer included), instead of importing it again")
     ap.add_argument("--only", action="append", default=[], metavar="NAME",
                     help="only this transcript (file name without .txt); repeatable")
     a = ap.parse_args(argv)
@@ -301,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     only = set(a.only)
     written = []
     if a.host or not a.guest:
-        written += write_host(a.out, only)
+        written += write_host(a.out, only, a.smollm2)
     if a.guest:
         written += write_guest(a.out, only)
     for p in written:

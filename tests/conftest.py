@@ -12,8 +12,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -125,13 +127,16 @@ def patched_copy(src: Path, dst: Path, offset: int, data: bytes) -> Path:
 # Fixtures that build a kernel: a test that uses one (directly or through another fixture)
 # boots QEMU, so it carries the `qemu` marker without having to say so, and
 # `pytest -m "not qemu"` leaves it out (docs/testing.md).
-KERNEL_FIXTURES = {"build_kernel", "kernel11"}
+KERNEL_FIXTURES = {"build_kernel", "kernel11", "readme_grade"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if KERNEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.qemu)
+    # the tests marked `long` (minutes each) first, so that the two workers of -n 2 are not
+    # left with one of them at the end while the other idles
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 # Every test without the `qemu` marker runs with a qemu-system-riscv64 first on PATH that
@@ -214,6 +219,56 @@ def file_lock(name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextmanager
+def build_locks(configs: list[BuildConfig]) -> Iterator[None]:
+    """Hold the build locks of `configs` (in a fixed order) and the shared one: no other
+    pytest worker runs make in their folders meanwhile."""
+    with ExitStack() as stack:
+        stack.enter_context(file_lock("shared"))
+        for name in sorted({c.name for c in configs}):
+            stack.enter_context(file_lock(name))
+        yield
+
+
+@dataclass(frozen=True)
+class GradeRun:
+    """One `nexos grade` run: its exit status, output, and {config/check: passed} from its
+    JUnit report."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    junit: str  # the report's XML
+
+    @property
+    def cases(self) -> dict[str, bool]:
+        root = ET.fromstring(self.junit)
+        return {f"{c.get('classname')}/{c.get('name')}": c.find("failure") is None
+                for c in root.iter("testcase")}
+
+
+@pytest.fixture(scope="session")
+def readme_grade(build_kernel, tmp_path_factory: pytest.TempPathFactory) -> GradeRun:
+    """`nexos grade --junit report.xml`, the README's grading command with its defaults,
+    run once per session on this checkout for every test that reads its report (all four
+    configurations, every default check)."""
+    from nexos.config import matrix
+
+    def grade() -> GradeRun:
+        for c in matrix():
+            build_kernel(c, llm=True)
+        report = shared_dir(tmp_path_factory) / "readme-grade.xml"
+        env = {**os.environ, "COLUMNS": "100"}
+        env.pop("NEXOS_REPO", None)
+        with build_locks(matrix()):
+            p = subprocess.run([sys.executable, "-m", "nexos", "grade", "--junit", str(report)],
+                               cwd=REPO, env=env, capture_output=True, text=True,
+                               stdin=subprocess.DEVNULL, timeout=3000)
+        return GradeRun(p.returncode, p.stdout, p.stderr,
+                        report.read_text() if report.is_file() else "")
+    return shared_once(tmp_path_factory, "readme-grade", grade)
 
 
 @pytest.fixture(scope="session")

@@ -234,6 +234,7 @@ def test_grade_wrong_kernel_fails_every_check_with_evidence(build_kernel, tmp_pa
     assert "0/30" in r.stdout
 
 
+@pytest.mark.long
 def test_grade_parallel_check_in_every_configuration(build_kernel, repo, tmp_path):
     """The opt-in smolprobe-parallel check passes on all four kernels."""
     for c in (BuildConfig(0, 0), BuildConfig(0, 1), BuildConfig(1, 0), BuildConfig(1, 1)):
@@ -255,6 +256,7 @@ PLOTS = ("kv_pages_vs_tokens.png", "saved_vs_seq_len.png", "pages_vs_branches.pn
          "serve_concurrency.png")
 
 
+@pytest.mark.long
 def test_plot_defaults_write_readable_pngs(build_kernel, repo, tmp_path):
     """`nexos plot` with its default options (run in an empty folder: the default --out is
     build/plots/ there) writes the four charts; matplotlib reads them back."""

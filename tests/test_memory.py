@@ -29,6 +29,7 @@ def verdict(output: str) -> str:
     return lines[-1] if lines else ""
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("lazy,cow", MATRIX, ids=[f"lazy{a}-cow{b}" for a, b in MATRIX])
 def test_memory_programs(build_kernel, repo, lazy, cow):
     cfg = BuildConfig(lazy, cow, cpus=2)

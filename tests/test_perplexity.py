@@ -166,6 +166,7 @@ def test_real_model_equals_the_integer_reference(host_bin, smollm2_checkpoint):
                                   f"ppl={micro(ref.ppl)}")
 
 
+@pytest.mark.long
 @needs_smollm2
 def test_guest_within_two_percent_of_float32(build_kernel, capsys):
     cfg = BuildConfig(1, 0)

@@ -17,15 +17,19 @@ import shlex
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pexpect
 import pytest
 from safetensors.numpy import save_file
 
-from conftest import boot_to_shell, copy_checkout, file_lock, make_qemu, shell_smolprobe
+from conftest import (
+    boot_to_shell,
+    build_locks,
+    copy_checkout,
+    make_qemu,
+    shell_smolprobe,
+)
 from nexos.config import BuildConfig, matrix
 from nexos.kvcache import KvShape, active_pages_est
 from nexos.parse import parse_smolprobe
@@ -58,28 +62,18 @@ def nexos_argv(words: list[str]) -> list[str]:
     return [sys.executable, "-m", "nexos", *words[1:]]
 
 
-def run(argv: list[str], cwd: Path = ROOT, timeout: float = 1200
+def run(argv: list[str], cwd: Path = ROOT, timeout: float = 1200, columns: int = 100
         ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "100"}
+    env = {**os.environ, "COLUMNS": str(columns)}
     env.pop("NEXOS_REPO", None)  # the README's commands find the checkout from cwd
     return subprocess.run(argv, cwd=cwd, env=env, text=True, capture_output=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-@contextmanager
-def locked(configs: list[BuildConfig]) -> Iterator[None]:
-    """Hold the build locks of `configs` (in a fixed order) and the shared one."""
-    with ExitStack() as stack:
-        stack.enter_context(file_lock("shared"))
-        for name in sorted({c.name for c in configs}):
-            stack.enter_context(file_lock(name))
-        yield
-
-
 def test_nexos_build_with_defaults(build_kernel):
     cfg = BuildConfig(1, 1)
     build_kernel(cfg)
-    with locked([cfg]):
+    with build_locks([cfg]):
         r = run(nexos_argv(["nexos", "build"]))
     assert r.returncode == 0, r.stderr
     assert re.search(r"^lazy1-cow1: .*build/lazy1-cow1 \(", r.stdout, re.M), r.stdout
@@ -89,7 +83,7 @@ def test_readme_nexos_run_line(build_kernel):
     words = readme_line("nexos run ")
     cfg = BuildConfig(1, 1)
     build_kernel(cfg)
-    with locked([cfg]):
+    with build_locks([cfg]):
         r = run(nexos_argv(words))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr
     assert r.stdout.count("ALL TESTS PASSED") == 2, r.stdout[-2000:]
@@ -100,7 +94,7 @@ def test_readme_nexos_probe_line(build_kernel):
     words = readme_line("nexos probe ")
     cfg = BuildConfig(1, 0)  # probe's default --cow is 0
     build_kernel(cfg, llm=True)
-    with locked([cfg]):
+    with build_locks([cfg]):
         r = run(nexos_argv(words))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr
     assert "LAZY_STYLE" in r.stdout and "2880" in r.stdout, r.stdout
@@ -111,7 +105,7 @@ def test_readme_demo_nexos_compare_table(build_kernel):
     configs = [BuildConfig(0, 0), BuildConfig(1, 0)]
     for c in configs:
         build_kernel(c, llm=True)
-    with locked(configs):
+    with build_locks(configs):
         r = run(nexos_argv(["nexos", "compare"]))
     assert r.returncode == 0, r.stdout + r.stderr
     rows = {m[1]: m[0] for m in re.finditer(r"^(lazy\d-cow\d) .*$", r.stdout, re.M)}
@@ -120,17 +114,14 @@ def test_readme_demo_nexos_compare_table(build_kernel):
     assert "LAZY_STYLE" in rows["lazy1-cow0"] and "2700 (93%)" in rows["lazy1-cow0"]
 
 
-def test_readme_grade_junit_all_configurations(build_kernel, tmp_path):
+@pytest.mark.long
+def test_readme_grade_junit_all_configurations(readme_grade):
     """`nexos grade --junit report.xml` as the README's Grading section shows it: all four
     configurations, every default check, full points on our kernel."""
     assert "`nexos grade --junit report.xml`" in README
-    words = ["nexos", "grade", "--junit", str(tmp_path / "report.xml")]
-    for c in matrix():
-        build_kernel(c, llm=True)
-    with locked(matrix()):
-        r = run(nexos_argv(words), timeout=3000)
+    r = readme_grade
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    root = ET.parse(tmp_path / "report.xml").getroot()
+    root = ET.fromstring(r.junit)
     suites = {s.get("name") for s in root.iter("testsuite")}
     assert suites == {c.name for c in matrix()}
     assert root.get("failures") == "0" and int(root.get("tests", "0")) >= 4 * 6
@@ -159,7 +150,7 @@ def test_readme_model_import_then_make_qemu_llm_model(build_kernel, tmp_path):
     # on the images other tests boot.
     make_args = [a if not a.startswith("MODEL=") else f"MODEL={out}" for a in make_words[1:]]
     cfg = BuildConfig(1, 1, 256)
-    with locked([cfg]):
+    with build_locks([cfg]):
         with make_qemu([*make_args, "MEMSIZE=256", f"PYTHON={sys.executable}"], ROOT,
                        timeout=600) as child:
             boot_to_shell(child, "nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=256M")
@@ -241,23 +232,27 @@ def test_readme_text_commands_in_the_guest(build_kernel):
         assert r.verdict == "LAZY_STYLE" and r.reserve.mapped_pages == 0
 
 
+@pytest.mark.long
 def test_readme_nexos_serve_line(build_kernel):
-    """The README's `nexos serve` line: both kernels serve every request; the lazy
+    """The README's `nexos serve` line, with no workload: it says it runs the README's
+    workload (32 requests of up to 2048 tokens); both kernels serve every request; the lazy
     copy-on-write one runs at least ten times as many at once."""
-    words = readme_line("$ nexos serve ")[1:]
+    words = readme_line("$ nexos serve")[1:]
+    assert words == ["nexos", "serve"], words
     configs = [BuildConfig(0, 0), BuildConfig(1, 1)]
     for c in configs:
         build_kernel(c, llm=True)
-    with locked(configs):
-        r = run(nexos_argv([*words, "--json"]), timeout=2400)
+    with build_locks(configs):
+        r = run(nexos_argv(words), timeout=2400, columns=200)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    rows = {x["config"]: x for x in json.loads(r.stdout)}
-    assert set(rows) == {"lazy0-cow0", "lazy1-cow1"}
-    for x in rows.values():
-        assert x["problem"] is None, x
-        assert x["summary"]["completed"] == x["summary"]["requests"] == 32, x["summary"]
-    assert (rows["lazy1-cow1"]["summary"]["peak_concurrent"]
-            >= 10 * rows["lazy0-cow0"]["summary"]["peak_concurrent"])
+    assert r.stdout.splitlines()[0] == ("nexos serve: no workload given: --requests 32 "
+                                        "--max-len 2048 (the README's)"), r.stdout
+    # kernel, at once, queue waits, recomputed, done, ...: the table's columns
+    rows = {m[1]: m[2].split() for m in re.finditer(r"^(lazy\d-cow\d) +(.*)$", r.stdout, re.M)}
+    assert set(rows) == {"lazy0-cow0", "lazy1-cow1"}, r.stdout
+    for cells in rows.values():
+        assert cells[3] == "32/32" and cells[-1] == "yes", r.stdout
+    assert int(rows["lazy1-cow1"][0]) >= 10 * int(rows["lazy0-cow0"][0]), r.stdout
 
 
 def test_readme_nexos_chat_line(build_kernel):
@@ -267,7 +262,7 @@ def test_readme_nexos_chat_line(build_kernel):
     cfg = BuildConfig(1, 0)
     shape = KvShape.from_checkpoint(
         Path((build_kernel(cfg, llm=True) / "model.list").read_text().strip()), 256)
-    with locked([cfg]):
+    with build_locks([cfg]):
         r = run(nexos_argv(words))
     assert r.returncode == 0, r.stdout + r.stderr
     answer, figures = r.stdout.strip().split("\n", 1)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import BY_DESIGN
 from nexos.config import BuildConfig
 from nexos.kvcache import PAGE, KvShape, max_kv_pages
 from nexos.qemu import QemuSession
@@ -32,6 +33,7 @@ from nexos.serve import (
     parse_serve,
     serve_command,
 )
+from test_transcripts import SharedRuns
 
 REPO = Path(__file__).resolve().parents[1]
 TRANSCRIPTS = REPO / "tests" / "transcripts"
@@ -45,6 +47,15 @@ FILL_ARGS = QUEUE_ARGS
 FILL = serve_command(["--requests", "6", "--max-len", "2048", "--long-len", "1",
                       "--test-fill", "1"])
 RUN_TIMEOUT = 600.0
+# one-line errors, run on lazy1-cow1 after the workloads (the file is written first)
+BAD_FILE = "echo A 16 1,x gen=2 > /bad.txt"
+ERRORS = {
+    "smolserve --requests 0 --max-len 8": "--requests",
+    "smolserve --workload /nope": "no such built-in workload or file",
+    "smolserve --workload /bad.txt": "/bad.txt:1:",
+    "smolserve --requests 2 --max-len 1000000": "max_seq_len",
+    "smolserve --workload seed32 --test-kill Z": "--test-kill",
+}
 
 
 # ------------------------------------------------------------------------ the workloads
@@ -207,16 +218,46 @@ def check_run(res: ServeResult, work: list[Req], cfg: BuildConfig) -> None:
 
 # ------------------------------------------------------------------------ the guest runs
 
+def boot_commands(cfg: BuildConfig) -> tuple[str, ...]:
+    """What one boot of cfg runs, in order: seed32 and the killed generated run; the
+    queueing run on lazy0-cow0 and lazy1-cow1, the fill run and the errors on lazy1-cow1.
+    Every check reads one command's output, whose figures are its own (the free pages it
+    starts with and ends with, checked against each other): none needs a fresh kernel."""
+    extra = {(0, 0): (QUEUE,), (1, 1): (QUEUE, FILL, BAD_FILE, *ERRORS)}
+    return (SEED32, KILLED, *extra.get((cfg.lazy, cfg.cow), ()))
+
+
+@pytest.fixture(scope="session")
+def serve_runs(request: pytest.FixtureRequest, build_kernel,
+               tmp_path_factory: pytest.TempPathFactory) -> SharedRuns:
+    """configuration name -> {command: output}: one boot per configuration for the whole
+    test run, shared by the pytest-xdist workers (SharedRuns), made for the configurations
+    the collected tests use."""
+    names = set()
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "served" in callspec.params:
+            names.add(callspec.params["served"].name)
+        if getattr(item, "originalname", None) == "test_errors_are_one_line":
+            names.add(CONFIGS[-1].name)
+
+    def boot(name: str) -> dict[str, str]:
+        cfg = next(c for c in CONFIGS if c.name == name)
+        build_kernel(cfg, llm=True)
+        with QemuSession.for_config(cfg, REPO, llm=True) as s:
+            return {cmd: s.run(cmd, timeout=RUN_TIMEOUT).output for cmd in boot_commands(cfg)}
+
+    return SharedRuns(tmp_path_factory, "smolserve", [c.name for c in CONFIGS if c.name in names],
+                      boot)
+
+
 @pytest.fixture(scope="module", params=CONFIGS, ids=[c.name for c in CONFIGS])
-def served(request: pytest.FixtureRequest, build_kernel) -> tuple[BuildConfig, dict[str, str]]:
-    """One boot per configuration: seed32 and the killed generated run, their outputs."""
+def served(request: pytest.FixtureRequest, serve_runs: SharedRuns
+           ) -> tuple[BuildConfig, dict[str, str]]:
+    """A configuration and the outputs of its boot (boot_commands)."""
     cfg: BuildConfig = request.param
-    build_kernel(cfg, llm=True)
-    outputs: dict[str, str] = {}
-    with QemuSession.for_config(cfg, REPO, llm=True) as s:
-        extra = {(0, 0): (QUEUE,), (1, 1): (QUEUE, FILL)}.get((cfg.lazy, cfg.cow), ())
-        for cmd in (SEED32, KILLED, *extra):
-            outputs[cmd] = s.run(cmd, timeout=RUN_TIMEOUT).output
+    outputs = serve_runs[cfg.name]
+    assert isinstance(outputs, dict)
     return cfg, outputs
 
 
@@ -235,7 +276,7 @@ def test_eager_fits_only_whole_reservations(served: tuple[BuildConfig, dict[str,
     free memory holds, and queues the rest; lazy sbrk with COW admits all six at once."""
     cfg, outputs = served
     if QUEUE not in outputs:
-        pytest.skip("the queueing run is made on lazy0-cow0 and lazy1-cow1")
+        pytest.skip(BY_DESIGN + "the queueing run is made on lazy0-cow0 and lazy1-cow1")
     res = parse_serve(outputs[QUEUE])
     work = generated(*QUEUE_ARGS)
     check_run(res, work, cfg)
@@ -265,7 +306,7 @@ def test_out_of_memory_kills_are_recomputed(served: tuple[BuildConfig, dict[str,
     again. Nothing is lost and every page comes back."""
     cfg, outputs = served
     if FILL not in outputs:
-        pytest.skip("the fill run is made on lazy1-cow1 only")
+        pytest.skip(BY_DESIGN + "the fill run is made on lazy1-cow1 only")
     out = outputs[FILL]
     res = parse_serve(out)
     work = generated(*FILL_ARGS)
@@ -297,24 +338,15 @@ def test_serving_plot_is_readable(served: tuple[BuildConfig, dict[str, str]],
     assert img.shape[0] > 200 and img.shape[1] > 200
 
 
-def test_errors_are_one_line(build_kernel) -> None:
-    cfg = CONFIGS[-1]
-    build_kernel(cfg, llm=True)
-    cases = {
-        "smolserve --requests 0 --max-len 8": "--requests",
-        "smolserve --workload /nope": "no such built-in workload or file",
-        "smolserve --workload /bad.txt": "/bad.txt:1:",
-        "smolserve --requests 2 --max-len 1000000": "max_seq_len",
-        "smolserve --workload seed32 --test-kill Z": "--test-kill",
-    }
-    with QemuSession.for_config(cfg, REPO, llm=True) as s:
-        s.run("echo A 16 1,x gen=2 > /bad.txt")
-        for cmd, why in cases.items():
-            out = s.run(cmd, timeout=RUN_TIMEOUT).output
-            res = parse_serve(out)
-            assert res.error is not None and why in res.error, out
-            assert out.count("[smolserve] error:") == 1
-            assert "usertrap" not in out and "panic" not in out
+def test_errors_are_one_line(serve_runs: SharedRuns) -> None:
+    outputs = serve_runs[CONFIGS[-1].name]   # lazy1-cow1's boot (boot_commands)
+    assert isinstance(outputs, dict)
+    for cmd, why in ERRORS.items():
+        out = outputs[cmd]
+        res = parse_serve(out)
+        assert res.error is not None and why in res.error, out
+        assert out.count("[smolserve] error:") == 1
+        assert "usertrap" not in out and "panic" not in out
 
 
 def test_nexos_serve_json_carries_every_figure(build_kernel) -> None:

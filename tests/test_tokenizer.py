@@ -564,6 +564,7 @@ def guest_runs(build_kernel, commands: list[str]) -> list[str]:
         return [qs.run(c, timeout=600).output.replace("\r", "") for c in commands]
 
 
+@pytest.mark.long
 @pytest.mark.qemu
 @needs_smollm2
 def test_guest_prompt_tokens_equal_reference(build_kernel, smollm2):

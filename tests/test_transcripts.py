@@ -3,23 +3,30 @@ parser and the schema of docs/smolprobe.md ("Output").
 
 (a) every transcript parses, and its typed values agree with what its own lines, its command
 and the model's geometry imply; (b) the host transcripts are what the program prints today
-(regenerated, timing values aside); (c) in QEMU, the seed and a --samples 4 run still print
-the checked-in lines and page numbers.
+(regenerated, timing values aside); (c) in QEMU, the seed, a --samples 4 run and two errors
+still print the checked-in lines and page numbers: exactly, but for the figures that count
+the program's own image or the page tables its place in memory needs, which are derived
+from the binary's size (tests/transcripts/README.md, "What a guest rerun compares").
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from nexos.config import BuildConfig
+from nexos.elf import read_elf
 from nexos.kvcache import KvShape, active_pages_est, expected_verdict, max_kv_pages
 from nexos.kvcache import saved_percent as floor_saved_percent
 from nexos.model import generate
@@ -52,6 +59,7 @@ class Transcript:
     args: tuple[str, ...]       # smolprobe's arguments, without --model
     body: str
     header: str = ""            # the `# ` line
+    image_pages: int | None = None  # guest: the pages exec() mapped for _smolprobe (nexos.elf)
 
     @property
     def lazy(self) -> bool:
@@ -98,7 +106,10 @@ def read_transcript(path: Path) -> Transcript:
         at = args.index("--model")
         args = args[:at] + args[at + 2:]
     assert preset, header
-    return Transcript(path.stem, where, config, status, preset[1], tuple(args), body, header)
+    image = re.search(r"user/_smolprobe: (\d+) image pages", header)
+    assert (image is not None) == (where == "guest"), header  # scripts/transcripts.py writes it
+    return Transcript(path.stem, where, config, status, preset[1], tuple(args), body, header,
+                      int(image[1]) if image else None)
 
 
 def transcript(name: str) -> Transcript:
@@ -149,7 +160,12 @@ def test_every_mode_has_a_transcript():
 
 @pytest.mark.parametrize("name", ALL)
 def test_transcript_parses_into_its_mode(name):
-    t = transcript(name)
+    check_transcript(transcript(name))
+
+
+def check_transcript(t: Transcript) -> None:
+    """Everything one run's output must satisfy, from its own lines, its command and the
+    model's geometry (a checked-in transcript, or a guest rerun's fresh output)."""
     r = parse_smolprobe(t.body)
     assert r.mode == expected_mode(t)
     lines = [ln for ln in t.body.splitlines() if PREFIX in ln]
@@ -187,6 +203,19 @@ def test_transcript_parses_into_its_mode(name):
         check_samples(t, r)
     if "--bench" in t.args and r.ok:
         check_bench(r)
+    if t.where == "guest":
+        assert layouts(t, r), (f"{t.name}: used_pages - mapped_pages {table_pages(r)} are the "
+                               "page tables of no place of the KV reservation")
+
+
+def fed_rows(r: SmolprobeResult) -> int:
+    """K/V rows a single request wrote: prompt + generated, but for an eos it stopped at
+    (not fed)."""
+    assert r.request is not None
+    if r.generated is not None:
+        g = r.generated
+        return r.request.prompt_tokens + g.tokens - g.stopped_at_eos
+    return r.request.prompt_tokens + r.request.gen_tokens
 
 
 def check_single(t: Transcript, r: SmolprobeResult) -> None:
@@ -199,13 +228,12 @@ def check_single(t: Transcript, r: SmolprobeResult) -> None:
     assert s.saved_percent == floor_saved_percent(mx, s.actual_mapped_pages)
     assert r.verdict == expected_verdict(r.reserve.mapped_pages, mx)
     total = r.request.prompt_tokens + r.request.gen_tokens
-    fed = total   # K/V rows written; a request that stops at its eos does not feed it
+    fed = fed_rows(r)
     stops = "--chat" in t.args or "--stop-at-eos" in t.args
     assert (r.generated is not None) == bool((t.text and not t.scored) or stops)
     if r.generated is not None:
         g = r.generated
         assert g.stopped_at_eos in (0, 1) and (g.stopped_at_eos == 0 or stops)
-        fed = r.request.prompt_tokens + g.tokens - g.stopped_at_eos
         assert g.tokens == r.request.gen_tokens or g.stopped_at_eos
     assert r.decode.active_pages_est == active_pages_est(shape_of(t), fed)
     if fed == total:
@@ -336,8 +364,12 @@ def normalised(text: str) -> str:
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs the host gcc")
-def test_host_transcripts_are_what_smolprobe_prints(tmp_path):
-    subprocess.run([sys.executable, str(SCRIPT), "--host", "--out", str(tmp_path)],
+def test_host_transcripts_are_what_smolprobe_prints(tmp_path, request):
+    # the real model as the script would import it: the session's import (conftest), made
+    # once for every test of this worker that needs it
+    real = (["--smollm2", str(request.getfixturevalue("smollm2_checkpoint"))]
+            if find_smollm2_gguf() else [])
+    subprocess.run([sys.executable, str(SCRIPT), "--host", "--out", str(tmp_path), *real],
                    check=True, capture_output=True, text=True, timeout=600)
     fresh = sorted(p.name for p in tmp_path.glob("*.txt"))
     checked_in = sorted(p.name for p in TRANSCRIPTS.glob("host-*.txt")
@@ -357,6 +389,142 @@ def test_normalising_touches_only_timing_values():
     assert kept and all(ln in norm.splitlines() for ln in kept)
 
 
+# --------------------------------------------------------------------------- page tables
+
+# A phase's used_pages counts physical pages, page-table pages included (docs/smolprobe.md,
+# "Numbers"); its mapped_pages only the leaves. With 4 KiB leaves one level-0 page-table page
+# maps a 2 MiB span of 512 pages (Sv39; docs/memory.md, "Page tables"), so a lazy KV page
+# that is the first mapped page of its span costs one more page. Which spans the KV pages
+# reach depends on where the reservation begins in its span, and that place moves with the
+# binary: exec() maps the image from address 0 and puts the guard page, the stack and then
+# the heap right after it (kernel/exec.c), and smolprobe allocates the same buffers before
+# the reservation and aligns the break to a page (docs/smolprobe.md, "What it does"), so the
+# reservation sits a fixed number of pages above the image's end. No line prints that place,
+# so the figures are checked against a model with two unknowns:
+#   r = the reservation's first page within its span (0..511), which a binary with d more
+#       image pages moves to (r + d) mod 512;
+#   u = how many unmapped heap pages lie right below the reservation (a malloc chunk's
+#       untouched tail, lazily never mapped), which no binary moves; the reservation's first
+#       span already has its table (a page below the reservation in the span is mapped)
+#       exactly when r > u.
+# A guest transcript must fit some (r, u) (check_transcript); a rerun whose binary maps d
+# more image pages must fit ((r + d) mod 512, u) for one of the old transcript's (r, u)
+# (check_rerun_tables; with d == 0 that is the same figures).
+SPAN = 512   # pages one level-0 page-table page maps
+
+
+def span_counts(pages: Collection[int]) -> list[int]:
+    """For r = 0..511: the 2 MiB spans that reservation pages `pages` reach when the
+    reservation's first page is page r of its span."""
+    if isinstance(pages, range):   # the whole reservation: contiguous
+        return [(r + len(pages) - 1) // SPAN + 1 if pages else 0 for r in range(SPAN)]
+    return [len({(r + p) // SPAN for p in pages}) for r in range(SPAN)]
+
+
+def table_pages(r: SmolprobeResult) -> dict[str, int]:
+    """The page-table pages each phase line shows: its used_pages beyond its mapped pages."""
+    lines = {"reserve": r.reserve, "prefill": r.prefill, "decode": r.decode}
+    return {k: v.used_pages - v.mapped_pages for k, v in lines.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class KvSpans:
+    """What the page-table model needs of one run, as lists indexed by r: the spans its KV
+    pages reach in each phase line, and in a branch (the rows mapped at the fork and those
+    its decode writes)."""
+
+    phase: dict[str, list[int]]
+    branch: list[int]
+
+    @classmethod
+    def of(cls, t: Transcript, r: SmolprobeResult) -> KvSpans:
+        shape = shape_of(t)
+        whole = range(max_kv_pages(shape))
+        P = r.request.prompt_tokens if r.request else 0
+        sets: dict[str, Collection[int]] = {}
+        if r.reserve:   # eager sbrk maps the whole reservation at once, lazy none of it
+            sets["reserve"] = whole if not t.lazy else ()
+        if r.prefill:   # the parent feeds rows [0, P) before the forks
+            sets["prefill"] = kv_pages(shape, 0, P) if t.lazy else ()
+        if r.decode:    # a single request feeds its rows [0, fed)
+            sets["decode"] = kv_pages(shape, 0, fed_rows(r)) if t.lazy else ()
+        branch: Collection[int] = ()
+        if r.fork and r.request:   # a branch maps rows [0, P) (or all, eager) and writes [P, P+G)
+            branch = (kv_pages(shape, 0, P + r.request.gen_tokens) if t.lazy else whole)
+        return cls({k: span_counts(v) for k, v in sets.items()}, span_counts(branch))
+
+    def tables(self, r0: int, first_has_table: bool) -> dict[str, int]:
+        """The page-table pages each phase maps when the reservation starts at page r0 of
+        its span: one per span its pages reach, but the first (every phase that maps
+        pages maps the reservation's page 0, row 0 of layer 0's keys) if it had its table
+        already. A phase that maps nothing makes none: eager prefill and decode, lazy
+        reserve."""
+        return {k: c[r0] - first_has_table if c[r0] else 0 for k, c in self.phase.items()}
+
+    def branch_shift(self, r0: int, d: int) -> int:
+        """How many more page-table pages each branch holds when the reservation's first
+        page moves from r0 by d pages. A branch's table is a copy of the parent's (fork walks
+        the parent's level-0 tables, docs/memory.md "How fork walks the page table"): one
+        table per 2 MiB span below the reservation's span (each holds mapped pages: the
+        image, the stack, the heap) and one per span its KV pages reach; its decode adds the
+        spans that only its new rows reach. The spans below grow by (r0 + d) // 512."""
+        r1 = r0 + d
+        return r1 // SPAN + self.branch[r1 % SPAN] - self.branch[r0]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Solutions (r, u) of the model for one run: one r and the range of its u (all below
+    r, the first span had its table, or all from r on, it had none)."""
+
+    r: int
+    us: range
+
+
+def layouts(t: Transcript, r: SmolprobeResult) -> list[Layout]:
+    """Every (r, u) for which the model gives the run's page-table pages (empty: none)."""
+    spans, seen = KvSpans.of(t, r), table_pages(r)
+    found = []
+    for r0 in range(SPAN):
+        for has in (False, True):
+            if spans.tables(r0, has) == seen:
+                us = range(0, r0) if has else range(r0, SPAN)
+                if us:
+                    found.append(Layout(r0, us))
+    return found
+
+
+def check_rerun_tables(old: Transcript, fresh: Transcript, tolerance: int) -> None:
+    """The fresh run's page-table figures are the old run's with the reservation moved by
+    the image's page difference d, for one (r, u) the old run fits: each phase's exactly,
+    and branches_phase used_pages (image pages taken out: binary_free) within `tolerance`
+    of the old one plus each branch's page-table shift."""
+    d = (fresh.image_pages or 0) - (old.image_pages or 0)
+    o, f = parse_smolprobe(old.body), parse_smolprobe(fresh.body)
+    spans, seen = KvSpans.of(fresh, f), table_pages(f)
+    solutions = layouts(old, o)
+    assert solutions, f"{old.name}: its page-table figures fit no layout"
+    tried = set()
+    for lay in solutions:
+        r1 = (lay.r + d) % SPAN
+        for has in {lay.us.start < r1, lay.us[-1] < r1}:   # r1 > u, for the u of lay.us
+            if (lay.r, has) in tried:
+                continue
+            tried.add((lay.r, has))
+            if spans.tables(r1, has) != seen:
+                continue
+            if f.branches_phase is None or o.branches_phase is None or o.parallel is None:
+                return
+            n = o.parallel.branches
+            used = [binary_free(x, y.used_pages, "branches_phase", "used_pages", n)
+                    for x, y in ((old, o.branches_phase), (fresh, f.branches_phase))]
+            if abs(int(used[1]) - int(used[0]) - n * spans.branch_shift(lay.r, d)) <= tolerance:
+                return
+    raise AssertionError(f"{fresh.name}: page-table pages {seen} (branches_phase "
+                         f"{f.branches_phase}) fit no layout of the old run {table_pages(o)} "
+                         f"moved by {d} image pages")
+
+
 # --------------------------------------------------------------------------- (c) guest reruns
 
 # Which of a COW branch's first writes to a non-KV page (its stack, say) is a copy and which
@@ -365,17 +533,62 @@ def test_normalising_touches_only_timing_values():
 # the two counters (and so by a page or two the totals derived from them). Their sum, every
 # KV counter and every other number must be the same.
 COPY_OR_REUSE = (("cow_copies", "cow_reuses"), ("state_copies", "state_reuses"))
-SCHEDULED_TOTALS = {"PARALLEL_SUMMARY": ("actual_copied_pages", "saved_pages", "saved_percent"),
+SCHEDULED_TOTALS = {"PARALLEL_SUMMARY": ("actual_copied_pages", "saved_pages"),
                     "branches_phase": ("used_pages", "private_pages", "parent_copies")}
+# The figures that hold page-table pages: checked by check_rerun_tables, not compared here.
+PAGE_TABLE_FIGURES = {("reserve_phase", "used_pages"), ("prefill_phase", "used_pages"),
+                      ("decode_phase", "used_pages"), ("branches_phase", "used_pages")}
+# A floor of a ratio of figures that count the image: check_samples checks its formula on
+# both runs, on figures compared here.
+RELATION_ONLY = {("PARALLEL_SUMMARY", "saved_percent")}
 
 
-def shape_of_records(r: SmolprobeResult) -> list[tuple[str, tuple[str, ...], dict[str, object]]]:
-    """Every line's kind, words and values: timing values left out, a branch's copy/reuse
-    pairs as their sums, the totals that follow from them left out (see above)."""
+def image_coefficient(kind: str, key: str, t: Transcript, branches: int) -> int:
+    """How many times the figure `kind.key` counts the program's image pages (the pages
+    exec() maps for _smolprobe: nexos.elf). The rest of each such figure is the stack and
+    the heap, which no binary moves: the heap starts at a page boundary right after the
+    image, guard page and stack (kernel/exec.c), and holds the same buffers. By
+    docs/smolprobe.md's definitions (its "Fields" under --samples), case by case:"""
+    if (kind, key) in (("fork_phase", "parent_mapped_pages"), ("branch", "fork_pages")):
+        return 1    # the parent's mapped pages before the forks; a branch starts with them
+    if (kind, key) == ("fork_phase", "shared_pages_at_fork"):
+        # with COW every mapped page of the parent is shared after the forks but those it
+        # wrote since (its stack), the image with them; without COW nothing is shared
+        return 1 if t.cow else 0
+    if (kind, key) == ("PARALLEL_SUMMARY", "eager_copy_pages"):
+        return branches   # parent_mapped_pages x branches
+    copied = 0 if t.cow else branches   # without COW each fork copied the whole image; with
+    if (kind, key) == ("PARALLEL_SUMMARY", "actual_copied_pages"):   # it, none is written
+        return copied     # (text is read-only; the data page a branch writes is one page)
+    if (kind, key) == ("PARALLEL_SUMMARY", "saved_pages"):
+        return branches - copied   # eager_copy_pages - actual_copied_pages
+    if (kind, key) in (("branches_phase", "private_pages"), ("branches_phase", "used_pages")):
+        return copied     # actual copies + new KV pages; used: those pages and page tables
+    return 0
+
+
+def binary_free(t: Transcript, value: object, kind: str, key: str, branches: int) -> object:
+    """value without the image pages it counts: what no change of the binary's size moves."""
+    assert t.image_pages is not None, t.name
+    coefficient = image_coefficient(kind, key, t, branches)
+    return value - coefficient * t.image_pages if coefficient else value  # type: ignore
+
+
+def branches_of(r: SmolprobeResult) -> int:
+    return r.parallel.branches if r.parallel else 0
+
+
+def shape_of_records(t: Transcript) -> list[tuple[str, tuple[str, ...], dict[str, object]]]:
+    """Every line's kind, words and values: timing values left out, the image pages taken
+    out of the figures that count them, a branch's copy/reuse pairs as their sums, the totals
+    that follow from them, the page-table figures and the relation-only ones left out."""
+    r = parse_smolprobe(t.body)
     shapes = []
     for rec in r.records:
         dropped = TIMING_KEYS + SCHEDULED_TOTALS.get(rec.kind, ())
-        values = {k: v for k, v in rec.fields.items() if k not in dropped}
+        values = {k: binary_free(t, v, rec.kind, k, branches_of(r))
+                  for k, v in rec.fields.items() if k not in dropped
+                  and (rec.kind, k) not in PAGE_TABLE_FIGURES | RELATION_ONLY}
         if rec.kind == "branch":
             for copies, reuses in COPY_OR_REUSE:
                 values[copies + "+reuses"] = values.pop(copies) + values.pop(reuses)
@@ -383,24 +596,134 @@ def shape_of_records(r: SmolprobeResult) -> list[tuple[str, tuple[str, ...], dic
     return shapes
 
 
-def scheduled_totals(r: SmolprobeResult) -> dict[str, int]:
-    return {f"{rec.kind}.{k}": int(rec.fields[k]) for rec in r.records
-            for k in SCHEDULED_TOTALS.get(rec.kind, ())}
+def scheduled_totals(t: Transcript) -> dict[str, int]:
+    """The totals a rerun may move by a page per branch, image pages taken out."""
+    r = parse_smolprobe(t.body)
+    return {f"{rec.kind}.{k}": int(binary_free(t, rec.fields[k], rec.kind, k,  # type: ignore
+                                               branches_of(r)))
+            for rec in r.records for k in SCHEDULED_TOTALS.get(rec.kind, ())
+            if (rec.kind, k) not in PAGE_TABLE_FIGURES}
 
 
-@pytest.mark.qemu
-@pytest.mark.parametrize("name", ["guest-seed-lazy1-cow0", "guest-samples4-lazy1-cow1",
-                                  "guest-error-test-hook-lazy1-cow1"])
-def test_guest_rerun_matches_transcript(name, build_kernel):
-    t = transcript(name)
-    assert t.config is not None
-    build_kernel(t.config, llm=True)
-    with QemuSession.for_config(t.config, REPO, llm=True) as qs:
-        out = qs.run("smolprobe " + shlex.join(t.args), timeout=900).output
-    fresh, old = parse_smolprobe(out), parse_smolprobe(t.body)
-    assert fresh.mode == old.mode
-    assert shape_of_records(fresh) == shape_of_records(old)
+def check_rerun(old: Transcript, fresh: Transcript) -> None:
+    """fresh (the same command rerun, maybe with another binary) against old: every line
+    and value the same but for timing, the image pages (taken out), the copy/reuse split of
+    the scheduler (within a page per branch), and the page tables (check_rerun_tables)."""
+    o, f = parse_smolprobe(old.body), parse_smolprobe(fresh.body)
+    assert f.mode == o.mode, (f.mode, o.mode)
+    new_shape, old_shape = shape_of_records(fresh), shape_of_records(old)
+    differ = [(a, b) for a, b in zip(new_shape, old_shape) if a != b]
+    assert new_shape == old_shape, f"{old.name}: rerun line != transcript line: {differ[:2]}"
     new_totals, old_totals = scheduled_totals(fresh), scheduled_totals(old)
     assert new_totals.keys() == old_totals.keys()
     for key, value in new_totals.items():
-        assert abs(value - old_totals[key]) <= len(fresh.branches), (key, value, old_totals[key])
+        assert abs(value - old_totals[key]) <= len(f.branches), (key, value, old_totals[key])
+    check_rerun_tables(old, fresh, tolerance=len(f.branches))
+
+
+class SharedRuns:
+    """Results of slow runs (QEMU boots), each made once per pytest run and kept as JSON.
+    Without pytest-xdist this process makes them as they are asked for. Under xdist the
+    workers share a folder (the parent of their base temporary folders): a key is made by
+    the first worker to lock it, the others read its file; a worker asked for a key that
+    another is making makes the other keys nobody has taken meanwhile, so that two workers
+    never boot the same thing and neither sits idle while work is left."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory, name: str,
+                 keys: Iterable[str], make: Callable[[str], object]) -> None:
+        shared = os.environ.get("PYTEST_XDIST_WORKER") is not None
+        self.folder = tmp_path_factory.getbasetemp().parent / name if shared else None
+        self.keys, self.make = list(keys), make
+        self.memo: dict[str, object] = {}
+
+    def __getitem__(self, key: str) -> object:
+        if key not in self.memo:
+            self.memo[key] = self._shared(key) if self.folder else self.make(key)
+        return self.memo[key]
+
+    def _shared(self, key: str) -> object:
+        assert self.folder is not None
+        self.folder.mkdir(parents=True, exist_ok=True)
+        got = self._made(key, wait=False)
+        if got is None:   # another worker is making it: make what nobody has taken
+            for other in self.keys:
+                if other != key:
+                    try:
+                        self._made(other, wait=False)
+                    except (Exception, pytest.fail.Exception):
+                        pass   # the tests that need it make it again and report the failure
+            got = self._made(key, wait=True)
+        return got
+
+    def _made(self, key: str, wait: bool) -> object | None:
+        """key's result: read, or made now under its lock; None if another worker holds
+        the lock and not wait."""
+        assert self.folder is not None
+        path = self.folder / (re.sub(r"[^\w.-]+", "_", key) + ".json")
+        with open(path.with_suffix(".lock"), "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                return None
+            if not path.is_file():
+                part = path.with_suffix(".part")
+                part.write_text(json.dumps(self.make(key)))
+                part.replace(path)
+            return json.loads(path.read_text())
+
+
+def wanted(request: pytest.FixtureRequest, test: str, param: str) -> list[object]:
+    """The values of parameter `param` of the collected (not deselected) items of `test`."""
+    found = []
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        if getattr(item, "originalname", None) == test and callspec and param in callspec.params:
+            found.append(callspec.params[param])
+    return list(dict.fromkeys(found))
+
+
+# The guest transcripts rerun, each in one boot per (configuration, memory size, image)
+# with the others of its boot: smolprobe's output does not depend on what ran before it in
+# that boot (it prints no free-page or pid figure; every figure is its own process's or a
+# difference of snapshots it takes while nothing else runs).
+RERUN = ("guest-seed-lazy1-cow0", "guest-samples4-lazy1-cow1",
+         "guest-error-test-hook-lazy1-cow1", "guest-error-lazy1-cow1")
+
+
+def boot_of(t: Transcript) -> str:
+    """The boot a guest transcript needs: its configuration (memory size included) and
+    image, as its header names them."""
+    assert t.config is not None
+    return t.header.split(" | ")[1].removeprefix("QEMU ")
+
+
+@pytest.fixture(scope="session")
+def guest_reruns(request: pytest.FixtureRequest, build_kernel,
+                 tmp_path_factory: pytest.TempPathFactory) -> SharedRuns:
+    """boot -> {"image_pages": the booted _smolprobe's, "outputs": {transcript: output}}."""
+    names = wanted(request, "test_guest_rerun_matches_transcript", "name")
+
+    def boot(key: str) -> object:
+        ts = [transcript(n) for n in names if boot_of(transcript(n)) == key]
+        cfg = ts[0].config
+        assert cfg is not None and key == f"{cfg.name} fs-llm.img", key  # the default image
+        build_kernel(cfg, llm=True)
+        pages = read_elf(cfg.build_dir(REPO) / "user" / "_smolprobe").image_pages
+        with QemuSession.for_config(cfg, REPO, llm=True) as qs:
+            outputs = {t.name: qs.run("smolprobe " + shlex.join(t.args), timeout=900).output
+                       for t in ts}
+        return {"image_pages": pages, "outputs": outputs}
+
+    return SharedRuns(tmp_path_factory, "guest-reruns",
+                      dict.fromkeys(boot_of(transcript(n)) for n in names), boot)
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("name", RERUN)
+def test_guest_rerun_matches_transcript(name, guest_reruns):
+    old = transcript(name)
+    run = guest_reruns[boot_of(old)]
+    assert isinstance(run, dict)
+    fresh = replace(old, body=run["outputs"][name], image_pages=run["image_pages"])
+    check_transcript(fresh)
+    check_rerun(old, fresh)
