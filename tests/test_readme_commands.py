@@ -248,7 +248,8 @@ def test_readme_nexos_serve_line(build_kernel):
     assert r.stdout.splitlines()[0] == ("nexos serve: no workload given: --requests 32 "
                                         "--max-len 2048 (the README's)"), r.stdout
     # kernel, at once, queue waits, recomputed, done, ...: the table's columns
-    rows = {m[1]: m[2].split() for m in re.finditer(r"^(lazy\d-cow\d) +(.*)$", r.stdout, re.M)}
+    rows = {m[1]: m[2].split()
+            for m in re.finditer(r"^\s*(lazy\d-cow\d) +(.*)$", r.stdout, re.M)}
     assert set(rows) == {"lazy0-cow0", "lazy1-cow1"}, r.stdout
     for cells in rows.values():
         assert cells[3] == "32/32" and cells[-1] == "yes", r.stdout

@@ -291,7 +291,7 @@ def grade_all(repo: Path, plan: Plan, hidden_sources: Sequence[Path] = (), build
         for b in build_all(repo, configs, llm=llm, console=console, extra=extra):
             if not b.ok:
                 results.append(CheckResult(b.config.name, "build", False, 0, 0, b.seconds,
-                                           f"make failed: {b.last_error}", b.excerpt))
+                                           b.last_error, b.excerpt))
     broken = {r.config for r in results}
     if transcript_dir is not None:
         transcript_dir.mkdir(parents=True, exist_ok=True)

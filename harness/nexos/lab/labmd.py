@@ -63,7 +63,9 @@ def lab_md(lab: str, regions: list[Region]) -> str:
     for one in labs:
         lines += _section(regions, one)
     lines += ["## Grading", "",
-              "Set up once (`bash scripts/setup.sh`: cross compiler, QEMU, `.venv`), then",
+              "Set up once (`bash scripts/setup.sh`: cross compiler, QEMU, `.venv`, and the "
+              "model file the smolprobe checks run, fetched into `build/assets/`; where your "
+              "course hands you that file, set `NEXOS_GGUF=/path/to/it` first), then",
               "", "```", f"make grade LAB={lab}        # writes grade.xml (JUnit)",
               f".venv/bin/nexos grade --lab {lab}   # the same, with a points table", "```",
               "", "The grade builds all four configurations and runs every check in each. "

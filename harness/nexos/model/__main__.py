@@ -1,6 +1,16 @@
-"""``python -m nexos.model ...`` runs the ``model`` command group."""
+"""`python -m nexos.model ARGS` runs `nexos model ARGS`, with nexos's one-line errors (the
+Makefile converts the real model this way)."""
 
+import sys
+
+from nexos.cli import NexosGroup
 from nexos.model.cli import model
 
+
+def main() -> None:
+    NexosGroup("nexos", commands={"model": model}).main(["model", *sys.argv[1:]],
+                                                        prog_name="nexos")
+
+
 if __name__ == "__main__":
-    model(prog_name="nexos model")
+    main()

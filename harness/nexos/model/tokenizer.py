@@ -220,8 +220,8 @@ def smollm2_missing() -> str:
     named = os.environ.get(GGUF_ENV)
     if named:
         return f"{GGUF_ENV}={named}: no such file"
-    return (f"{SMOLLM2_GGUF} is not in {SMOLLM2_ASSETS}: bash scripts/setup.sh fetches it "
-            f"(or set {GGUF_ENV} to a copy of it)")
+    return (f"no {SMOLLM2_GGUF} in build/assets/: bash scripts/setup.sh fetches it "
+            f"(or set {GGUF_ENV}=FILE)")
 
 
 def _required(g: GGUFModel, name: str) -> None:
