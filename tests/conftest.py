@@ -389,6 +389,13 @@ def fake_qemu(tmp_path: Path) -> dict[str, Path | str]:
     return {"qemu": str(script), "kernel": kernel, "image": image, "repo": fake_repo}
 
 
+def default_sigint() -> None:
+    """preexec_fn for a child the test will interrupt: SIGINT at its default, as in a
+    terminal. A process started in the background by a shell without job control (as a CI
+    runner may start the suite) ignores SIGINT, and its children inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def proc_alive(pid: int) -> bool:
     """True if `pid` exists and is not a zombie (reads /proc, no psutil)."""
     try:

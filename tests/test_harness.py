@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import children_of, proc_alive
+from conftest import children_of, default_sigint, proc_alive
 from nexos.config import BuildConfig, matrix
 from nexos.kvcache import KvShape, active_pages_est, max_kv_pages
 
@@ -91,7 +91,8 @@ def test_killed_nexos_run_leaves_no_qemu(build_kernel, repo, sig):
     env = {**os.environ, "NEXOS_REPO": str(repo)}
     p = subprocess.Popen([sys.executable, "-m", "nexos", "run", "--no-build", "--lazy", "1",
                           "--cow", "0", "--", "cat"], env=env, text=True,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=default_sigint)
     try:
         line = p.stderr.readline()  # `nexos: booted ...` once the prompt is there
         assert "booted lazy1-cow0" in line, line

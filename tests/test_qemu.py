@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import children_of, proc_alive
+from conftest import children_of, default_sigint, proc_alive
 from nexos.config import BuildConfig
 from nexos.qemu import (
     BootMismatch,
@@ -112,7 +112,8 @@ def run_and_kill(kernel: Path, image: Path, qemu: str, cmd: str, sig: int) -> li
     """Start a harness process that boots and hangs in `cmd`, send it `sig`; return the
     QEMU-side PIDs (wrapper and QEMU) that are still alive afterwards."""
     p = subprocess.Popen([sys.executable, "-c", KILLED_SCRIPT, str(kernel), str(image), qemu, cmd],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+                         preexec_fn=default_sigint)
     try:
         line = p.stdout.readline()
         assert line.startswith("PID "), f"harness did not boot: {line!r}"
