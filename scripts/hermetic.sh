@@ -33,6 +33,6 @@ if [[ "$here/" == /tmp/* ]]; then
 else
   mount -t tmpfs -o mode=1777 tmpfs /tmp
 fi
-mkdir -m 700 /tmp/home
-exec env -i HOME=/tmp/home CI="${CI:-}" \
+home=$(mktemp -d)  # on the new, empty /tmp
+exec env -i HOME="$home" CI="${CI:-}" \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
