@@ -29,7 +29,7 @@ import time
 
 from benchlib import BenchError, Figure, booted, main, number, parse_kv_line, repo
 
-from nexos.build import build_one
+from nexos.build import build_one, default_model
 from nexos.config import BuildConfig
 from nexos.model.gguf_import import import_gguf
 from nexos.model.reference import perplexity
@@ -37,7 +37,6 @@ from nexos.model.tokenizer import find_smollm2_gguf, smollm2_missing, tokenizer_
 from nexos.parse import parse_smolprobe
 
 NAME = "smolprobe_real"
-MODEL = "build/models/smollm2-135m-instruct.bin"
 CHAT = 'smolprobe --chat "What is the capital of France?"'
 PROMPT = 'smolprobe --prompt "The capital of France is" --gen-len 32'
 TARGET_WALL_S = 20.0
@@ -61,7 +60,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def real_model() -> str:
     """The imported checkpoint (made once); BenchError without the GGUF."""
-    out = repo() / MODEL
+    out = default_model(repo())
+    if out is None:
+        raise BenchError("the Makefile names no DEFAULT_MODEL")
     if not out.is_file():
         gguf = find_smollm2_gguf()
         if gguf is None:

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "harness"))
 
-from nexos.build import build_one  # noqa: E402
+from nexos.build import build_one, default_model  # noqa: E402
 from nexos.config import BuildConfig  # noqa: E402
 from nexos.elf import ElfImage, read_elf  # noqa: E402
 from nexos.model.gguf_import import import_gguf  # noqa: E402
@@ -82,7 +82,7 @@ SMALL = Model("small", "small")
 SMOLLM = Model("smollm-135m", "smollm-135m")
 SMOLLM2 = Model("smollm2", "smollm-135m", gguf=True)
 # the guest's real model: the Makefile's DEFAULT_MODEL (also what bench/smolprobe_real.py uses)
-SMOLLM2_GUEST = REPO / "build" / "models" / "smollm2-135m-instruct.bin"
+SMOLLM2_GUEST = default_model(REPO)
 
 
 @dataclass(frozen=True)

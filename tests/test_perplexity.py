@@ -50,7 +50,6 @@ GETTYSBURG = ("Four score and seven years ago our fathers brought forth on this 
               "whether that nation, or any nation so conceived and so dedicated, can long "
               "endure.")
 
-GUEST_MODEL = ROOT / "build" / "models" / "smollm2-135m-instruct.bin"
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs the host gcc")
 
 
@@ -168,14 +167,14 @@ def test_real_model_equals_the_integer_reference(host_bin, smollm2_checkpoint):
 
 @pytest.mark.long
 @needs_smollm2
-def test_guest_within_two_percent_of_float32(build_kernel, capsys):
+def test_guest_within_two_percent_of_float32(build_kernel, smollm2_checkpoint, capsys):
     cfg = BuildConfig(1, 0)
-    build_kernel(cfg, llm=True)  # makes GUEST_MODEL, the image's /model.bin
+    build_kernel(cfg, llm=True)  # makes smollm2_checkpoint, the image's /model.bin
     with QemuSession.for_config(cfg, ROOT, llm=True) as qs:
         out = qs.run(f'smolprobe --perplexity "{GETTYSBURG}"', timeout=900).output
     r = parse_smolprobe(out.replace("\r", ""))
     assert r.mode == "perplexity" and r.prompt is not None and r.perplexity is not None, out
-    ref = perplexity(GUEST_MODEL, list(r.prompt), arith="float")
+    ref = perplexity(smollm2_checkpoint, list(r.prompt), arith="float")
     diff = abs(r.perplexity.ppl - ref.ppl) / ref.ppl
     with capsys.disabled():
         print(f"\nperplexity over {ref.tokens} tokens: guest {r.perplexity.ppl:.6f}, "

@@ -1,5 +1,6 @@
-"""The seed document's exact commands: `make qemu-llm LAZY_ALLOC=1 COW_ALLOC=1`, then
-`smolprobe --prompt-tokens 1,2,3 --gen-len 10` (and its alias) at the NexOS shell.
+"""The seed exercise's exact commands (README; docs/smolprobe.md, "The seed run"):
+`make qemu-llm LAZY_ALLOC=1 COW_ALLOC=1`, then `smolprobe --prompt-tokens 1,2,3 --gen-len 10`
+(and its alias) at the NexOS shell.
 
 They run in a fresh copy of the checkout (its build/models shared), so the build there is a
 clean one, as after `make clean`, and the image it boots read-write is its own."""

@@ -3,8 +3,8 @@
 Every expected number is computed here: page counts from the KV layout of docs/smolprobe.md
 (nexos.kvcache plus `distinct_kv_pages` below), tokens and logits from the numpy reference
 (nexos.model), whose arithmetic mirrors smolprobe's C operation for operation
-(docs/checkpoint.md "Float arithmetic, exactly"). The only literals are the issue's own
-numbers for the default run (2880 pages, 180 active, 93%).
+(docs/checkpoint.md "Float arithmetic, exactly"). The only literals are the seed run's
+figures (2880 pages, 180 active, 93%: docs/smolprobe.md, "The seed run").
 
 Two kinds of boots: the build's own LLM image (build/<cfg>/fs-llm.img, the default model
 as /model.bin: the real SmolLM2-135M-Instruct, whose reference is the integer arithmetic of
@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from nexos.build import default_model as makefile_default_model
 from nexos.config import BuildConfig
 from nexos.kvcache import PAGE, KvShape, active_pages_est, expected_verdict, max_kv_pages
 from nexos.model import generate, load_checkpoint
@@ -47,7 +48,7 @@ from test_smolprobe_q import REQUESTS as Q_REQUESTS
 
 REPO = Path(__file__).resolve().parents[1]
 LAZY, EAGER = BuildConfig(1, 0), BuildConfig(0, 0)
-DEFAULT_ARGS = "--prompt-tokens 1,2,3 --gen-len 10"  # the default request
+DEFAULT_ARGS = "--prompt-tokens 1,2,3 --gen-len 10"  # the seed run (docs/smolprobe.md)
 FULL_RUN_TIMEOUT = 400.0                              # one full-size run under a busy host
 
 
@@ -119,7 +120,9 @@ def default_model(build_dir: Path) -> Path:
     listed = build_dir / "model.list"
     if listed.is_file():
         return Path(listed.read_text().strip())
-    return REPO / "build/models/smollm2-135m-instruct.bin"   # the Makefile's DEFAULT_MODEL
+    model = makefile_default_model(REPO)
+    assert model is not None, "the Makefile names no DEFAULT_MODEL"
+    return model
 
 
 def session(cfg: BuildConfig, build_dir: Path, image: Path | None = None) -> QemuSession:
@@ -149,7 +152,7 @@ def test_default_run_lazy(lazy_llm, lazy_dir, reference_generate):
     assert p.res.ok and p.res.request is not None
     assert (p.res.request.prompt_tokens, p.res.request.gen_tokens) == (3, 10)
     check_accounting(p.res, shape, 13, lazy=True)
-    # the numbers for this run
+    # the seed run's figures (docs/smolprobe.md, "The seed run")
     assert (max_kv_pages(shape), active_pages_est(shape, 13)) == (2880, 180)
     assert p.res.decode.mapped_pages == p.res.decode.active_pages_est == 180
     assert p.res.summary.saved_percent == 93 and p.res.verdict == "LAZY_STYLE"

@@ -4,8 +4,9 @@ Every expected number is computed here: the KV page counts from the checkpoint's
 and docs/smolprobe.md's layout (nexos.kvcache), the generated workload from its seed (the
 same xorshift64* draw as user/smolserve.c, written again below), the admission decisions
 from the kernel's own figures on the admit/queue lines (docs/smolserve.md, "Admission").
-The only literals are the seed's §3.2 request sizes. Workloads are short (a few tokens each,
-small max lengths except seed32's) so the file runs in a few minutes on two shared cores.
+The only literals are seed32's request sizes (docs/smolserve.md, "Workloads"). Workloads
+are short (a few tokens each, small max lengths except seed32's) so the file runs in a few
+minutes on two shared cores.
 
 The parser tests at the end read transcripts made by scripts/serve_transcripts.py and need
 no QEMU; the others boot the real kernel (the `build_kernel` fixture marks them `qemu`).
@@ -69,7 +70,8 @@ class Req:
 
 
 def seed32() -> list[Req]:
-    """The seed's §3.2 example: A max 2048, prompt 7, 1 + 2 generated; B 512, 3, 1 + 1."""
+    """`--workload seed32` (docs/smolserve.md): A max 2048, prompt 7, 1 + 2 generated;
+    B 512, 3, 1 + 1."""
     return [Req("A", 2048, 7, 1 + 2), Req("B", 512, 3, 1 + 1)]
 
 

@@ -549,7 +549,6 @@ def test_smollm2_encode_speed(tokcheck, smollm2, capsys):
 GUEST_TEXTS = [t for t in CORPUS if t and t.isascii() and t.isprintable() and '"' not in t
                and "\\" not in t and len(t) <= 80][:24]
 GUEST_TEXTS += ["café 中文", "naïve résumé — “quoted”", "日本語のテキスト"]
-GUEST_MODEL = ROOT / "build" / "models" / "smollm2-135m-instruct.bin"
 
 
 def guest_runs(build_kernel, commands: list[str]) -> list[str]:
@@ -559,7 +558,7 @@ def guest_runs(build_kernel, commands: list[str]) -> list[str]:
     from nexos.qemu import QemuSession
 
     cfg = BuildConfig(1, 0)
-    build_kernel(cfg, llm=True)  # makes GUEST_MODEL, the image's /model.bin
+    build_kernel(cfg, llm=True)  # the default real model is the image's /model.bin
     with QemuSession.for_config(cfg, ROOT, llm=True) as qs:
         return [qs.run(c, timeout=600).output.replace("\r", "") for c in commands]
 
