@@ -8,6 +8,22 @@
 // Interface: bread() returns a locked buffer holding the block; change it, then
 // bwrite() (or log_write()) it; brelse() when done. breadahead() fills the cache with a
 // run of consecutive blocks in one disk request (the fast read path of readi).
+//
+// Contract:
+//   - bcache.lock (a spinlock) protects the LRU list and each buffer's dev, blockno and
+//     refcnt. lookup() and recycle() run in one hold of it, so two copies of one block
+//     can never appear.
+//   - refcnt counts the holders of a pointer to the buffer: each bread()/bzeroed() until
+//     its brelse(), plus one per log pin (bpin/bunpin). While refcnt > 0 the buffer keeps
+//     its (dev, blockno); only a buffer with refcnt 0 is recycled.
+//   - b->lock (a sleeplock) protects valid, disk and data: whoever got b from bread()
+//     or bzeroed() (or breadahead(), for its own run) holds it and must call brelse()
+//     exactly once, from the same process. brelse() unlocks before it drops refcnt, so a buffer with refcnt 0
+//     is never locked; that is why recycle() may clear valid under bcache.lock alone.
+//   - A pinned buffer may still be locked and used by others; the pin only keeps it in
+//     the cache, so the log's copy of a block is the cached one until it is installed.
+//   - bget() panics when every buffer is referenced. NBUFCACHE (buf.h) is sized for the
+//     log's pins plus one read-ahead run plus a margin; nothing else bounds it.
 
 #include "kernel/types.h"
 #include "kernel/param.h"
@@ -25,7 +41,8 @@ struct {
   struct buf head;          // head.next: most recently released; head.prev: least
 } bcache;
 
-// Link every buffer into the LRU list. Called once at boot.
+// Contract: link every buffer into the LRU list, all with refcnt 0. Hart 0, once,
+// before any bread().
 void
 binit(void)
 {
@@ -41,7 +58,8 @@ binit(void)
   }
 }
 
-// The cached copy of (dev, blockno), or 0. Caller holds bcache.lock.
+// Contract: the cached buffer of (dev, blockno), or 0. Caller holds bcache.lock, and
+// must take its reference before releasing it, or the answer may be recycled.
 static struct buf *
 lookup(uint dev, uint blockno)
 {
@@ -51,8 +69,9 @@ lookup(uint dev, uint blockno)
   return 0;
 }
 
-// Take the least recently used unreferenced buffer for (dev, blockno), marked invalid,
-// with refcnt 1; 0 if every buffer is in use. Caller holds bcache.lock.
+// Contract: give the least recently released buffer with refcnt 0 to (dev, blockno),
+// invalid, with refcnt 1 (the caller's reference); 0 if every buffer is referenced.
+// Caller holds bcache.lock and has just seen lookup() miss in the same hold.
 static struct buf *
 recycle(uint dev, uint blockno)
 {
@@ -68,7 +87,9 @@ recycle(uint dev, uint blockno)
   return 0;
 }
 
-// Return the locked buffer for (dev, blockno), cached or newly recycled (then invalid).
+// Contract: the buffer for (dev, blockno), with one new reference and its sleeplock
+// held by the caller; invalid if it was just recycled. May sleep on the sleeplock, so
+// the caller holds no spinlock. Panics if no buffer is free.
 static struct buf *
 bget(uint dev, uint blockno)
 {
@@ -83,7 +104,9 @@ bget(uint dev, uint blockno)
   return b;
 }
 
-// Return a locked buffer holding the contents of block blockno of dev.
+// Contract: a locked, referenced buffer holding block blockno of dev, read from the
+// disk only if it was not cached. The caller owns the lock and the reference and gives
+// both back with brelse(). Sleeps (process context only).
 struct buf *
 bread(uint dev, uint blockno)
 {
@@ -95,8 +118,9 @@ bread(uint dev, uint blockno)
   return b;
 }
 
-// Return a locked buffer for block blockno whose contents are zeros, without reading the
-// disk (for a block just allocated). The caller writes it out (through the log).
+// Contract: like bread(), but the contents are set to zeros instead of read (balloc's
+// freshly allocated block). Only the cached copy is zeroed: the caller must log_write()
+// it, or the disk keeps the old contents.
 struct buf *
 bzeroed(uint dev, uint blockno)
 {
@@ -106,7 +130,8 @@ bzeroed(uint dev, uint blockno)
   return b;
 }
 
-// Write b's contents to its disk block. Caller holds b's lock.
+// Contract: write b's data to its home block now, bypassing the log (the log itself
+// and recovery use it). Caller holds b's sleeplock; panics otherwise.
 void
 bwrite(struct buf *b)
 {
@@ -115,7 +140,9 @@ bwrite(struct buf *b)
   virtio_disk_rw(b, 1);
 }
 
-// Release a locked buffer; it becomes the most recently used.
+// Contract: give back the lock and the reference that bread()/bzeroed()/bget() gave the
+// caller. Panics unless the caller holds b's sleeplock. When the last reference goes,
+// b moves to the front of the LRU list (recycled last).
 void
 brelse(struct buf *b)
 {
@@ -136,7 +163,8 @@ brelse(struct buf *b)
   release(&bcache.lock);
 }
 
-// Keep b in the cache (the log holds it until its block is installed).
+// Contract: add the log's reference to b, so it is not recycled before commit installs
+// it. The caller (log_write) holds b's sleeplock, so b is referenced already.
 void
 bpin(struct buf *b)
 {
@@ -145,7 +173,8 @@ bpin(struct buf *b)
   release(&bcache.lock);
 }
 
-// Drop the log's hold on b.
+// Contract: drop the reference bpin() added. Called once per pin, after the block is
+// installed at home (install_committed).
 void
 bunpin(struct buf *b)
 {
@@ -154,7 +183,8 @@ bunpin(struct buf *b)
   release(&bcache.lock);
 }
 
-// Is (dev, blockno) in the cache? Only a hint: it may be recycled right after.
+// Contract: 1 if (dev, blockno) is cached now. Takes no reference, so it is only a hint:
+// the buffer may be recycled, or the block read in, right after.
 int
 bcached(uint dev, uint blockno)
 {
@@ -164,8 +194,9 @@ bcached(uint dev, uint blockno)
   return found;
 }
 
-// How many of the blocks blockno, blockno+1, ... (at most n) are not in the cache,
-// counting up to the first cached one. Only a hint, like bcached().
+// Contract: how many of blocks blockno, blockno+1, ... (at most n) are not cached,
+// counting up to the first cached one. A hint, like bcached(); readdirect() relies on
+// it only for blocks of a file whose inode lock it holds (see fs.c).
 int
 buncached(uint dev, uint blockno, int n)
 {
@@ -177,10 +208,12 @@ buncached(uint dev, uint blockno, int n)
   return k;
 }
 
-// Read blocks blockno, blockno+1, ... (at most n, at most READAHEAD) into the cache with
-// one disk request, stopping before the first block already cached or when no buffer is
-// free. Returns how many blocks were read; they are left in the cache, unlocked.
-// Only a file's reader calls this, holding its inode lock; see readi().
+// Contract: read blocks blockno, blockno+1, ... (at most n, at most READAHEAD) into the
+// cache with one disk request, stopping before the first block already cached or when
+// no buffer is free. Returns how many were read; they are left cached, unlocked and
+// unreferenced. The run's buffers stay locked until the request is done, so a bread()
+// of one of them meanwhile waits and then finds it valid. Only readi's readahead()
+// calls it, holding the file's inode lock. Each concurrent reader may hold a whole run.
 int
 breadahead(uint dev, uint blockno, int n)
 {

@@ -1,5 +1,21 @@
 // Open files: the system-wide file table, and read/write/stat on a file of any type
 // (pipe, inode, device).
+//
+// Contract:
+//   - ftable.lock protects every struct file's ref; a slot with ref 0 is free. It also
+//     covers type while ref is 0, so a freed slot reads FD_NONE until its next opener
+//     fills it in.
+//   - Each reference is owned by one holder: an ofile[] slot of some process (fork
+//     copies them with filedup()), or the system call that is setting the file up. The
+//     holder gives it back with fileclose() exactly once.
+//   - type, readable, writable, pipe, ip and major are written only by the opener, after
+//     filealloc() and before the file is used, and do not change until the last close.
+//     Readers need no lock: their own reference keeps the file from being freed.
+//   - An FD_INODE or FD_DEVICE file owns one reference to ip; an FD_PIPE file is one end
+//     of its pipe. The last fileclose() gives that up.
+//   - off (FD_INODE) is shared by everyone holding the file, and is read and advanced
+//     only under ip->lock, so each read, and each chunk of a write, through one file gets
+//     its own range of bytes.
 
 #include "kernel/types.h"
 #include "kernel/riscv.h"
@@ -20,14 +36,16 @@ struct {
   struct file file[NFILE];
 } ftable;
 
-// Initialise the file table. Called once at boot.
+// Contract: initialise the file table's lock. Hart 0, once; every slot starts free.
 void
 fileinit(void)
 {
   initlock(&ftable.lock, "ftable");
 }
 
-// Allocate a file structure with ref 1, or return 0 if the table is full.
+// Contract: a free file slot with ref 1, owned by the caller, or 0 if the table is full.
+// Its type is FD_NONE and its other fields are stale: the caller fills them in before
+// anyone else can see the file. fileclose() of it as it is releases nothing else.
 struct file *
 filealloc(void)
 {
@@ -43,7 +61,8 @@ filealloc(void)
   return 0;
 }
 
-// Add a reference to f and return it.
+// Contract: add a reference to f and return it; the caller already holds one (panics
+// if f is free). The new reference is given back with fileclose().
 struct file *
 filedup(struct file *f)
 {
@@ -55,7 +74,11 @@ filedup(struct file *f)
   return f;
 }
 
-// Drop a reference to f; the last one closes the pipe end or releases the inode.
+// Contract: give back one of the caller's references to f. The last one frees the slot
+// and then closes the pipe end or puts the inode. For an inode or device it runs its
+// own transaction, so the caller must not be inside one, nor hold an inode or buffer
+// lock; a file still FD_NONE (sys_open's and pipealloc's error paths) releases nothing
+// and may be closed anywhere. Panics if f is already free.
 void
 fileclose(struct file *f)
 {
@@ -82,8 +105,9 @@ fileclose(struct file *f)
   }
 }
 
-// Copy f's metadata to the user address addr. Returns 0, or -1 if f has no inode or
-// the copy failed.
+// Contract: copy f's metadata to the user address addr of the current process. Returns
+// 0, or -1 if f has no inode or addr is not writable user memory. Caller holds a
+// reference to f.
 int
 filestat(struct file *f, uint64 addr)
 {
@@ -100,8 +124,10 @@ filestat(struct file *f, uint64 addr)
   return 0;
 }
 
-// Read up to n bytes from f into the user address addr. Returns the bytes read
-// (0 at end of file), or -1.
+// Contract: read up to n bytes from f into the user address addr of the current
+// process. Returns the bytes read (0 at end of file), or -1 if f is not readable, n < 0,
+// the device is unknown, or the copy failed. Caller holds a reference to f. An inode
+// read takes ip->lock and no transaction.
 int
 fileread(struct file *f, uint64 addr, int n)
 {
@@ -133,9 +159,11 @@ fileread(struct file *f, uint64 addr, int n)
 #define WRITECHUNK    ((MAXOPBLOCKS - 7) * BSIZE)
 #define BIGWRITECHUNK ((LOGSIZE - 7) * BSIZE)
 
-// Write n bytes from the user address addr to f. Returns n, or -1 if not all of it could
-// be written. A write to an inode is split into transactions small enough for the log;
-// long writes use big operations, which commit fewer times.
+// Contract: write n bytes from the user address addr of the current process to f.
+// Returns n, or -1 if not all of it could be written (for a pipe or device, what they
+// return). Caller holds a reference to f and is not inside a transaction: a write to
+// an inode runs one transaction per chunk, so a failed write may leave its first chunks
+// written. Long writes use big operations, which commit fewer times.
 int
 filewrite(struct file *f, uint64 addr, int n)
 {

@@ -6,7 +6,7 @@ struct file {
   char writable;
   struct pipe *pipe; // FD_PIPE
   struct inode *ip;  // FD_INODE and FD_DEVICE
-  uint64 off;        // FD_INODE
+  uint64 off;        // FD_INODE; read and advanced only under ip->lock
   short major;       // FD_DEVICE
 };
 

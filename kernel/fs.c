@@ -6,6 +6,24 @@
 //   directories: an inode of type T_DIR holding struct dirent entries
 //   path names:  namei, nameiparent
 // Every function that changes the disk runs inside a log transaction (begin_op/end_op).
+//
+// Contract:
+//   - Lock order: log admission (begin_op), then inode sleeplocks (a directory before
+//     the inodes it names; namex holds one at a time), then buffer sleeplocks or
+//     bigread.lock, then spinlocks (itable.lock, hintlock, bcache.lock). No code takes an
+//     inode lock while holding a buffer lock. The two places that take a sleeplock under
+//     a spinlock (iput, breadahead) do so only when nobody else can hold it.
+//   - ip->ref (itable.lock) counts in-memory pointers: open files, cwds, and functions
+//     in progress. ip->nlink (ip->lock, on disk) counts the directory entries naming the
+//     inode, except a directory's own "."; so a directory's nlink includes one for each
+//     subdirectory's "..". The disk inode and its blocks are freed only when both reach
+//     0, by the iput() that drops the last ref of an inode with nlink 0; an unlinked
+//     file stays usable while it is open.
+//   - Functions that take or return an inode say whether it is locked and whether the
+//     caller gets (or gives up) a reference. Every reference is given back with iput().
+//   - Any iput() may be the last and write the disk, so every iput() runs inside a
+//     transaction, with ip unlocked.
+//   - A block number 0 means "none": block 0 is the boot block and is never allocated.
 
 #include "kernel/types.h"
 #include "kernel/riscv.h"
@@ -40,7 +58,7 @@ static struct {
   uchar data[BIGREAD * BSIZE] __attribute__((aligned(PGSIZE)));
 } bigread;
 
-// Read the super block of dev into *sbp.
+// Contract: read the super block of dev into *sbp (sleeps on the disk).
 static void
 readsb(int dev, struct superblock *sbp)
 {
@@ -49,8 +67,9 @@ readsb(int dev, struct superblock *sbp)
   brelse(bp);
 }
 
-// Mount the file system on dev: read the super block, replay the log.
-// Called once, from the first process (disk reads sleep).
+// Contract: mount the file system on dev: read the super block, replay the log.
+// Called once, from the first process (disk reads sleep), before any other fs call.
+// Panics if dev does not hold a NexOS file system.
 void
 fsinit(int dev)
 {
@@ -65,8 +84,9 @@ fsinit(int dev)
 
 // ---------------------------------------------------------------- blocks
 
-// Allocate a data block on dev, zeroed (through the log). Returns its number, or 0
-// when the disk is full. Caller is inside a transaction.
+// Contract: allocate a data block on dev and zero it, both through the log. Returns its
+// number, or 0 when the disk is full. Caller is inside a transaction; it logs at most
+// two blocks here (one bitmap block, the new block). Holds one buffer at a time.
 static uint
 balloc(uint dev)
 {
@@ -133,8 +153,9 @@ iinit(void)
     initsleeplock(&itable.inode[i].lock, "inode");
 }
 
-// Return an unlocked, referenced in-memory inode for (dev, inum), without reading the
-// disk; 0 if the table is full.
+// Contract: the in-memory inode for (dev, inum), unlocked, with one new reference for
+// the caller; 0 (and a message) if the table is full. Does not read the disk: ilock()
+// does, the first time. Never fails for an inode that already has an entry.
 static struct inode *
 iget(uint dev, uint inum)
 {
@@ -162,8 +183,11 @@ iget(uint dev, uint inum)
   return empty;
 }
 
-// Allocate a free disk inode of the given type on dev. Returns it unlocked and
-// referenced, or 0 if there is none (or the table is full). Caller is inside a transaction.
+// Contract: allocate a free disk inode of the given type on dev, with nlink 0, and
+// return it unlocked with one reference for the caller; 0 if the disk has none free or
+// the inode table is full (then the disk inode is given back). Caller is inside a
+// transaction and must ilock() it, then either give it a name and an nlink, or iput()
+// it with nlink still 0, which frees it (iput frees only an inode that was locked once).
 struct inode *
 ialloc(uint dev, short type)
 {
@@ -201,8 +225,9 @@ ialloc(uint dev, short type)
   return 0;
 }
 
-// Copy ip's in-memory fields to its disk inode. Caller holds ip->lock and is inside a
-// transaction.
+// Contract: copy ip's in-memory fields to its disk inode (through the log). Caller holds
+// ip->lock and is inside a transaction; call it after every change to a field that
+// lives on disk.
 void
 iupdate(struct inode *ip)
 {
@@ -218,7 +243,8 @@ iupdate(struct inode *ip)
   brelse(bp);
 }
 
-// Add a reference to ip and return it (the idiom ip2 = idup(ip)).
+// Contract: add a reference to ip and return it (ip2 = idup(ip)). The caller already
+// holds one, so ip cannot be recycled meanwhile; the new one is given back with iput().
 struct inode *
 idup(struct inode *ip)
 {
@@ -228,7 +254,9 @@ idup(struct inode *ip)
   return ip;
 }
 
-// Lock ip, reading it from disk the first time.
+// Contract: take ip's sleeplock, reading the disk inode the first time (valid == 0).
+// Caller holds a reference and no spinlock (it sleeps), and has not locked ip already.
+// Panics if the disk inode is free.
 void
 ilock(struct inode *ip)
 {
@@ -252,7 +280,8 @@ ilock(struct inode *ip)
   }
 }
 
-// Unlock ip.
+// Contract: release ip's sleeplock. Caller holds it (and so a reference); panics
+// otherwise.
 void
 iunlock(struct inode *ip)
 {
@@ -261,9 +290,10 @@ iunlock(struct inode *ip)
   releasesleep(&ip->lock);
 }
 
-// Drop a reference to ip. The last reference to an inode without links frees it on
-// disk (blocks and inode). Caller is inside a transaction (any iput may write the disk)
-// and does not hold ip->lock.
+// Contract: give back one of the caller's references to ip; ip may be gone afterwards.
+// The last reference to a valid inode with nlink 0 frees it on disk (blocks and inode),
+// which is why the caller must be inside a transaction. The caller must not hold
+// ip->lock (iput may take it); other inodes' locks it may hold.
 void
 iput(struct inode *ip)
 {
@@ -286,7 +316,7 @@ iput(struct inode *ip)
   release(&itable.lock);
 }
 
-// iunlock then iput.
+// Contract: iunlock(ip), then iput(ip): give back the lock and one reference.
 void
 iunlockput(struct inode *ip)
 {
@@ -303,9 +333,11 @@ iunlockput(struct inode *ip)
 //                                   double-indirect block addrs[NDIRECT+1]
 // An address 0 means "not allocated".
 
-// Entry i of indirect block ind; when it is 0 and alloc is set, allocate a block for it.
-// Returns the entry (0: none). Holds no buffer across balloc, so at most one buffer
-// lock is held at a time. Caller holds ip->lock (and, to allocate, is in a transaction).
+// Contract: entry i of ip's indirect block ind; when it is 0 and alloc is set, allocate
+// a block and store it there. Returns the entry (0: none, or the disk is full). Holds no
+// buffer across balloc, so at most one buffer lock at a time. Caller holds ip->lock
+// (which is what keeps two allocations from racing for one entry) and, to allocate, is
+// in a transaction.
 static uint
 indirect_entry(struct inode *ip, uint ind, uint i, int alloc)
 {
@@ -324,8 +356,9 @@ indirect_entry(struct inode *ip, uint ind, uint i, int alloc)
   return addr;
 }
 
-// ip->addrs[i]; when it is 0 and alloc is set, allocate a block for it (the caller
-// writes the inode with iupdate).
+// Contract: ip->addrs[i]; when it is 0 and alloc is set, allocate a block for it. Caller
+// holds ip->lock, and after allocating is in a transaction and writes the inode with
+// iupdate().
 static uint
 inode_entry(struct inode *ip, int i, int alloc)
 {
@@ -334,9 +367,10 @@ inode_entry(struct inode *ip, int i, int alloc)
   return ip->addrs[i];
 }
 
-// Disk address of block bn of ip; with alloc, allocate it and any missing indirect block
-// on the way. Returns 0 if it is missing (alloc == 0), beyond MAXFILE, or the disk is full.
-// Caller holds ip->lock.
+// Contract: disk address of block bn of ip; with alloc, allocate it and any missing
+// indirect block on the way. Returns 0 if it is missing (alloc == 0), beyond MAXFILE,
+// or the disk is full. Caller holds ip->lock; with alloc, it is in a transaction and
+// calls iupdate() afterwards (addrs[] may have changed).
 static uint
 bmap(struct inode *ip, uint64 bn, int alloc)
 {
@@ -368,7 +402,7 @@ struct freeset {
   struct buf *bp;   // locked bitmap block, or 0
 };
 
-// Log and release the bitmap block held by fs, if any.
+// Contract: log and release the bitmap block fs holds, if any. Inside a transaction.
 static void
 freeset_flush(struct freeset *fs)
 {
@@ -379,7 +413,9 @@ freeset_flush(struct freeset *fs)
   }
 }
 
-// Mark block b free. Caller is inside a transaction.
+// Contract: mark block b free in its bitmap block, which fs then holds locked until the
+// next flush. Caller is inside a transaction and owns b (it belongs to the inode being
+// truncated). Panics if b is already free (a corrupt or doubly freed block).
 static void
 freeset_add(struct freeset *fs, uint b)
 {
@@ -394,9 +430,10 @@ freeset_add(struct freeset *fs, uint b)
   fs->bp->data[bi / 8] &= ~mask;
 }
 
-// Free indirect block b and everything below it: depth 1 points at data blocks,
-// depth 2 at depth-1 blocks. Lock order: tree blocks top-down, then the bitmap block
-// (flushed before each tree block is read).
+// Contract: free indirect block b and everything below it: depth 1 points at data
+// blocks, depth 2 at depth-1 blocks. Lock order: tree blocks top-down, then the bitmap
+// block, which is flushed before each tree block is read, so no holder of a bitmap
+// block ever waits for a tree block. Tree blocks are read, never logged.
 static void
 free_tree(struct freeset *fs, uint b, int depth)
 {
@@ -415,9 +452,9 @@ free_tree(struct freeset *fs, uint b, int depth)
   freeset_add(fs, b);
 }
 
-// Free all of ip's blocks and set its size to 0. Only bitmap blocks and the inode are
-// written, so the transaction logs at most (bitmap blocks + 1) blocks.
-// Caller holds ip->lock and is inside a transaction.
+// Contract: free all of ip's blocks and set its size to 0. Only bitmap blocks and the
+// inode are written, so this logs at most (bitmap blocks + 1) blocks. Caller holds
+// ip->lock and is inside a transaction. Also forgets the read path's address cache.
 void
 itrunc(struct inode *ip)
 {
@@ -443,7 +480,7 @@ itrunc(struct inode *ip)
   iupdate(ip);
 }
 
-// Copy metadata of ip into *st. Caller holds ip->lock.
+// Contract: copy ip's metadata into *st. Caller holds ip->lock.
 void
 stati(struct inode *ip, struct stat *st)
 {
@@ -467,9 +504,10 @@ stati(struct inode *ip, struct stat *st)
 // and a block of the file that is not in the cache is current on disk, because the log
 // keeps every block it has not yet installed pinned in the cache.
 
-// Copy into addrs[] the disk addresses of blocks bn, bn+1, ... of ip that are listed in
-// one map block (the inode, or one indirect block): at most max of them. Returns how many
-// (0 beyond MAXFILE); a 0 address is a hole. Caller holds ip->lock.
+// Contract: copy into addrs[] the disk addresses of blocks bn, bn+1, ... of ip that are
+// listed in one map block (the inode, or one indirect block): at most max of them.
+// Returns how many (0 beyond MAXFILE); a 0 address is a hole. Allocates nothing.
+// Caller holds ip->lock.
 static int
 bmap_run(struct inode *ip, uint64 bn, uint *addrs, int max)
 {
@@ -505,9 +543,12 @@ bmap_run(struct inode *ip, uint64 bn, uint *addrs, int max)
   return n;
 }
 
-// Try the direct path for up to nblocks whole blocks of ip from block bn into dst.
-// Returns the bytes copied (a multiple of BSIZE), 0 if the direct path does not apply
-// here (fewer than 2 consecutive uncached blocks), or -1 if copying to dst failed.
+// Contract: try the direct path for up to nblocks whole blocks of ip from block bn into
+// dst. Returns the bytes copied (a multiple of BSIZE), 0 if the direct path does not
+// apply here (fewer than 2 consecutive uncached blocks), or -1 if copying to dst failed.
+// Caller holds ip->lock: that is what makes buncached()'s answer good enough, since only
+// a holder of ip->lock changes these blocks, and an unlogged, uncached block is current
+// on disk. Takes bigread.lock (after ip->lock) for the landing area.
 static int
 readdirect(struct inode *ip, int user_dst, uint64 dst, uint64 bn, uint64 nblocks)
 {
@@ -530,9 +571,11 @@ readdirect(struct inode *ip, int user_dst, uint64 dst, uint64 bn, uint64 nblocks
   return r < 0 ? -1 : k * BSIZE;
 }
 
-// Before block bn (disk address addr) is read through the cache: if it is missing, fetch
-// it together with the following blocks of the file that lie right after it on the disk,
-// up to READAHEAD blocks and not past the end of the file, in one request.
+// Contract: before block bn (disk address addr) is read through the cache: if it is
+// missing, fetch it together with the following blocks of the file that lie right after
+// it on the disk, up to READAHEAD blocks and not past the end of the file, in one
+// request. Remembers the addresses in ip->mapaddr. Caller holds ip->lock and bn is
+// below the file's end.
 static void
 readahead(struct inode *ip, uint64 bn, uint addr)
 {
@@ -551,9 +594,12 @@ readahead(struct inode *ip, uint64 bn, uint addr)
   breadahead(ip->dev, addr, k);
 }
 
-// Read n bytes of ip starting at byte off into dst (a user virtual address of the
-// current process if user_dst, else a kernel address). Returns the bytes read (fewer
-// at the end of the file), or -1 if copying to dst failed. Caller holds ip->lock.
+// Contract: read n bytes of ip starting at byte off into dst (a user virtual address of
+// the current process if user_dst, else a kernel address). Returns the bytes read
+// (fewer at the end of the file, 0 at or past it), or -1 if copying to dst failed.
+// Holes read as zeros. Caller holds ip->lock; no transaction is needed (nothing is
+// written). The count is returned as an int, so callers keep n below 2^31 (fileread's n
+// is a non-negative int).
 int
 readi(struct inode *ip, int user_dst, uint64 dst, uint64 off, uint n)
 {
@@ -594,11 +640,12 @@ readi(struct inode *ip, int user_dst, uint64 dst, uint64 off, uint n)
   return tot;
 }
 
-// Write n bytes from src (user virtual address if user_src) into ip at byte off, growing
-// the file if needed; off may not lie beyond the end. Returns the bytes written, which
-// is less than n if the disk filled up or copying from src failed, or -1 for a bad
-// offset. Caller holds ip->lock and is inside a transaction; it keeps n small enough
-// for the log (see filewrite).
+// Contract: write n bytes from src (user virtual address if user_src) into ip at byte
+// off, growing the file if needed; off may not lie beyond the end. Returns the bytes
+// written, which is less than n if the disk filled up or copying from src failed, or -1
+// for a bad offset or a write past MAXFILE. Caller holds ip->lock and is inside a
+// transaction, and keeps n small enough for the log (see filewrite). Writes the inode
+// (iupdate) before returning.
 int
 writei(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
 {
@@ -632,15 +679,18 @@ writei(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
 
 // ---------------------------------------------------------------- directories
 
-// Compare two names of up to DIRSIZ characters.
+// Contract: strcmp for directory names: compares at most DIRSIZ characters, since a
+// name that fills its dirent has no terminating NUL.
 int
 namecmp(const char *s, const char *t)
 {
   return strncmp(s, t, DIRSIZ);
 }
 
-// Look for name in directory dp. Returns its inode (unlocked, referenced) and sets
-// *poff to the entry's byte offset if poff != 0; returns 0 if absent. Caller holds dp->lock.
+// Contract: look for name in directory dp. Returns its inode, unlocked, with a new
+// reference for the caller, and sets *poff to the entry's byte offset if poff != 0.
+// Returns 0 if name is absent, and also if it is present but the inode table is full
+// (iget fails). Caller holds dp->lock; panics if dp is not a directory.
 struct inode *
 dirlookup(struct inode *dp, char *name, uint *poff)
 {
@@ -662,9 +712,10 @@ dirlookup(struct inode *dp, char *name, uint *poff)
   return 0;
 }
 
-// Add the entry (name, inum) to directory dp, reusing a free slot if there is one.
-// Returns 0, or -1 if name is already there or the directory cannot grow.
-// Caller holds dp->lock and is inside a transaction.
+// Contract: add the entry (name, inum) to directory dp, reusing a free slot if there is
+// one. Returns 0, or -1 if dirlookup() finds name already there or the directory cannot
+// grow. Does not touch the inode inum: the caller adjusts its nlink. Caller holds
+// dp->lock and is inside a transaction.
 int
 dirlink(struct inode *dp, char *name, uint inum)
 {
@@ -692,8 +743,9 @@ dirlink(struct inode *dp, char *name, uint inum)
 
 // ---------------------------------------------------------------- path names
 
-// Copy the first element of path into name (truncated to DIRSIZ) and return the rest,
-// with leading slashes removed; return 0 if path has no element.
+// Contract: copy the first element of path into name (truncated to DIRSIZ, and then not
+// NUL-terminated) and return the rest, with leading slashes removed; return 0 if path
+// has no element. name has room for DIRSIZ bytes.
 //   skipelem("a/bb/c", name) = "bb/c", name "a";  skipelem("///", name) = 0
 static char *
 skipelem(char *path, char *name)
@@ -717,10 +769,12 @@ skipelem(char *path, char *name)
   return path;
 }
 
-// Walk path from the root (leading '/') or the current directory. Returns the inode of
-// the path (or, if parent is set, of its parent directory, with the last element copied
-// to name), unlocked and referenced; 0 if it does not exist. Caller is inside a
-// transaction (iput).
+// Contract: walk path from the root (leading '/') or the current directory. Returns the
+// inode of the path (or, if parent is set, of its parent directory, with the last
+// element copied to name), unlocked, with one reference for the caller; 0 if it does not
+// exist, an element before the last is not a directory, or the inode table is full.
+// Holds one inode lock at a time, so it cannot deadlock with another walk. Caller is
+// inside a transaction (the iput()s) and holds no inode lock.
 static struct inode *
 namex(char *path, int parent, char *name)
 {
@@ -756,7 +810,7 @@ namex(char *path, int parent, char *name)
   return ip;
 }
 
-// The inode named by path, or 0.
+// Contract: the inode named by path, unlocked and referenced, or 0. As namex().
 struct inode *
 namei(char *path)
 {
@@ -764,7 +818,9 @@ namei(char *path)
   return namex(path, 0, name);
 }
 
-// The directory holding path's last element, which is copied into name (DIRSIZ bytes), or 0.
+// Contract: the directory holding path's last element, unlocked and referenced, with
+// that element copied into name (DIRSIZ bytes); 0 if there is none (path "/" included).
+// As namex().
 struct inode *
 nameiparent(char *path, char *name)
 {

@@ -14,6 +14,30 @@
 // that runs alone (large file writes).
 //
 // On disk: [ header block | LOGSIZE logged blocks ] from sb.logstart.
+//
+// Contract:
+//   - Code that may change the disk (any log_write(), or an iput() that may free an
+//     inode) runs as begin_op(); ...; end_op(), taking inode and buffer locks only inside
+//     that bracket and releasing them all before end_op(). begin_op() may wait for all
+//     outstanding operations to end, and they may be waiting for any inode or buffer
+//     lock; the commit in end_op() takes every logged buffer's sleeplock. So an inode
+//     lock held across begin_op(), or a buffer lock held across either call, can
+//     deadlock. (Readers that change nothing, like fileread, need no bracket.)
+//   - log.lock protects outstanding, committing, big and lh. outstanding counts the
+//     operations admitted by begin_op()/begin_bigop() and not yet ended. begin_op()
+//     admits one only while lh.n + (outstanding + 1) * MAXOPBLOCKS <= LOGSIZE, so lh
+//     cannot overflow as long as every operation logs at most MAXOPBLOCKS distinct
+//     blocks (filewrite splits large writes to keep to it). A big operation is admitted
+//     only into an empty log, runs with outstanding == 1, and may log LOGSIZE blocks.
+//   - committing is set by the end_op() that takes outstanding to 0, and cleared when its
+//     commit is done. Meanwhile nobody is admitted, so commit() reads lh without log.lock
+//     and no log_write() can run.
+//   - Every block in lh is pinned in the buffer cache and its cached copy is the newest;
+//     the home block on disk is stale until install_committed() writes it.
+//   - A commit covers every operation that ended since the last one, all or nothing:
+//     after the header write (the commit point) they survive a crash, before it none
+//     does. Only the end_op() that commits returns after its changes are durable; the
+//     others return earlier, and their changes become durable with that commit.
 
 #include "kernel/types.h"
 #include "kernel/riscv.h"
@@ -46,7 +70,9 @@ static struct log log;
 static void recover_from_log(void);
 static void commit(void);
 
-// Read the log's place from the super block and redo a committed log. Called by fsinit.
+// Contract: read the log's place from the super block and redo a committed log. Called
+// once by fsinit(), from the first process, before any begin_op(). Panics if the image's
+// log region cannot hold LOGSIZE blocks.
 void
 initlog(int dev, struct superblock *sb)
 {
@@ -61,7 +87,8 @@ initlog(int dev, struct superblock *sb)
   recover_from_log();
 }
 
-// Copy the header block into log.lh.
+// Contract: copy the on-disk header into log.lh. Boot only (recovery); panics on a
+// header whose n is out of range.
 static void
 read_head(void)
 {
@@ -75,7 +102,8 @@ read_head(void)
   brelse(b);
 }
 
-// Write log.lh to the header block. With n > 0 this is the commit point.
+// Contract: write log.lh to the header block and wait for the disk. With n > 0 this is
+// the commit point; with n == 0 it erases the log. Called by the committer (or at boot).
 static void
 write_head(void)
 {
@@ -88,8 +116,9 @@ write_head(void)
   brelse(b);
 }
 
-// Write the logged blocks, still pinned in the cache, into the log region: the region is
-// contiguous, so each run of up to VIRTIO_MAXBUFS blocks is one disk request.
+// Contract: copy the logged blocks, pinned in the cache, into the log region in lh order:
+// the region is contiguous, so each run of up to VIRTIO_MAXBUFS blocks is one request.
+// Committer only. The bread()s find the pinned copies and never read the disk.
 static void
 write_log(void)
 {
@@ -108,8 +137,9 @@ write_log(void)
   }
 }
 
-// Copy the committed blocks to their home locations, then drop the log's pins.
-// Runs of consecutive home blocks go out in one disk request.
+// Contract: write the committed blocks from the cache to their home locations, then drop
+// the log's pin on each (after its write is done, so it cannot be recycled with the
+// disk stale). Runs of consecutive home blocks go out in one request. Committer only.
 static void
 install_committed(void)
 {
@@ -130,7 +160,8 @@ install_committed(void)
   }
 }
 
-// At boot: copy each block of a committed log from the log region home, then erase the log.
+// Contract: at boot, copy each block of a committed log from the log region to its home,
+// then erase the log. Running it again after a crash halfway redoes the same copies.
 static void
 recover_from_log(void)
 {
@@ -147,8 +178,10 @@ recover_from_log(void)
   write_head();
 }
 
-// Start a file-system operation: wait until no commit or big operation is running and
-// the log has room for this operation's worst case, MAXOPBLOCKS blocks.
+// Contract: start a file-system operation that will log at most MAXOPBLOCKS distinct
+// blocks: sleep until no commit or big operation runs and the log can reserve that
+// many for it on top of the other outstanding operations. Caller holds no lock (it
+// sleeps) and must call end_op() exactly once.
 void
 begin_op(void)
 {
@@ -160,8 +193,9 @@ begin_op(void)
   release(&log.lock);
 }
 
-// Start a big operation, which may log up to LOGSIZE blocks (filewrite's large chunks):
-// it waits until no other operation is outstanding and runs alone.
+// Contract: start an operation that may log up to LOGSIZE blocks (filewrite's large
+// chunks): sleep until no operation is outstanding and no commit runs, so the log is
+// empty; then it runs alone until its end_op(). Same rules as begin_op() otherwise.
 void
 begin_bigop(void)
 {
@@ -173,8 +207,10 @@ begin_bigop(void)
   release(&log.lock);
 }
 
-// End a file-system operation; the last one out commits everybody's changes.
-// The caller holds no inode or buffer locks.
+// Contract: end the caller's operation (one begin_op() or begin_bigop()). The last one
+// out commits everybody's changes before returning; the others wake a waiter in
+// begin_op(). The caller holds no inode or buffer locks: the commit takes the logged
+// buffers' sleeplocks. Panics if called during a commit (an unmatched end_op()).
 void
 end_op(void)
 {
@@ -203,7 +239,8 @@ end_op(void)
   }
 }
 
-// Make the logged blocks durable: log them, commit, install, erase.
+// Contract: make the logged blocks durable: log them, commit, install, erase. Called only
+// by end_op() with committing set and outstanding 0, without log.lock (it sleeps).
 static void
 commit(void)
 {
@@ -216,8 +253,11 @@ commit(void)
   write_head();          // the log is empty again
 }
 
-// Record that b (locked, modified) belongs to the current operation: pin it in the cache
-// until commit installs it. A block logged twice in one commit takes one slot (absorption).
+// Contract: record that b, modified by the caller, must go out with the next commit;
+// this replaces bwrite(). Caller holds b's sleeplock and is inside an operation, and
+// still calls brelse(b). The first log_write() of a block pins it (one slot in lh);
+// later ones in the same commit take no slot (absorption). Panics outside an operation,
+// or when lh is full, checked before absorption: even a block already logged panics then.
 void
 log_write(struct buf *b)
 {

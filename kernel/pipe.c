@@ -1,5 +1,20 @@
 // Pipes: a byte queue between a write end and a read end, each a struct file.
 // The struct pipe and its buffer pages come from kalloc and go back when both ends close.
+//
+// Contract:
+//   - p->lock (a spinlock) protects nread, nwrite, readopen, writeopen and the bytes in
+//     the buffer. Always nread <= nwrite <= nread + PIPESIZE; the queued bytes are
+//     positions [nread, nwrite), each at position % PIPESIZE in the buffer. The counts
+//     only grow (64 bits: they never wrap in practice).
+//   - Readers sleep on &p->nread, writers on &p->nwrite; whoever makes room or data, or
+//     closes an end, wakes the other side. Sleepers recheck everything after waking.
+//   - Exactly two struct files point at p: the read end (readable) and the write end
+//     (writable). readopen/writeopen say whether that file still has references; its
+//     last fileclose() calls pipeclose() once. The second pipeclose() frees p. A process
+//     inside piperead()/pipewrite() holds a reference to its end (its ofile[] slot),
+//     so p is never freed under it.
+//   - copyin()/copyout() run with p->lock held. That is allowed because they never
+//     sleep: a lazy or COW fault they resolve (vm.c) only allocates a page.
 
 #include "kernel/types.h"
 #include "kernel/riscv.h"
@@ -23,7 +38,8 @@ struct pipe {
   int writeopen;          // is the write end still open?
 };
 
-// Free p and its buffer pages.
+// Contract: give p and each buffer page it has back to kalloc. Nobody may use p after:
+// both ends are closed, or (pipealloc) no file points at it yet.
 static void
 pipefree(struct pipe *p)
 {
@@ -33,8 +49,9 @@ pipefree(struct pipe *p)
   kfree((char *)p);
 }
 
-// Create a pipe: *f0 becomes its read end, *f1 its write end. Returns 0, or -1 (and
-// allocates nothing) if memory or file slots ran out.
+// Contract: create a pipe: *f0 becomes its read end, *f1 its write end, each a file with
+// ref 1 owned by the caller (who installs them in ofile[] or fileclose()s them).
+// Returns 0, or -1 with *f0 = *f1 = 0 and nothing kept if memory or file slots ran out.
 int
 pipealloc(struct file **f0, struct file **f1)
 {
@@ -72,7 +89,9 @@ bad:
   return -1;
 }
 
-// Close one end of p (the write end if writable); the second close frees the pipe.
+// Contract: close one end of p (the write end if writable), waking the other side's
+// sleepers. Called once per end, by the last fileclose() of that end's file; the
+// second call frees p, so the caller must not touch p after it returns.
 void
 pipeclose(struct pipe *p, int writable)
 {
@@ -92,7 +111,8 @@ pipeclose(struct pipe *p, int writable)
   }
 }
 
-// Bytes from position pos (a running count) to the end of its buffer page, at most n.
+// Contract: bytes from position pos (a running count) to the end of its buffer page, at
+// most n. Copies are split there because the buffer pages are not contiguous.
 static uint64
 pagerun(uint64 pos, uint64 n)
 {
@@ -100,9 +120,10 @@ pagerun(uint64 pos, uint64 n)
   return n < left ? n : left;
 }
 
-// Write n bytes from user address addr into p, sleeping while it is full. Returns n,
-// or the bytes written before the copy failed, or -1 if the read end closed or the
-// caller was killed before anything was written.
+// Contract: write n bytes from user address addr of the current process into p,
+// sleeping while it is full. Returns n; or, if the read end closes, the caller is
+// killed or addr goes bad partway, the bytes written before that, or -1 if that is none
+// (0 for n == 0). Caller holds a reference to the write end.
 int
 pipewrite(struct pipe *p, uint64 addr, int n)
 {
@@ -133,9 +154,11 @@ pipewrite(struct pipe *p, uint64 addr, int n)
   return i > 0 || n == 0 ? i : -1;
 }
 
-// Read up to n bytes from p into user address addr, sleeping while it is empty and the
-// write end is open. Returns the bytes read (0: write end closed and nothing queued),
-// or -1 if the caller was killed or nothing could be copied out.
+// Contract: read up to n bytes from p into user address addr of the current process,
+// sleeping while it is empty and the write end is open; it returns as soon as some bytes
+// are there. Returns the bytes read (0: write end closed and nothing queued), or -1 if
+// the caller was killed while waiting or nothing could be copied out. Bytes that were
+// not copied stay queued. Caller holds a reference to the read end.
 int
 piperead(struct pipe *p, uint64 addr, int n)
 {

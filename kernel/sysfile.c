@@ -1,6 +1,21 @@
 // File-system system calls: argument checking, then the work in file.c and fs.c.
 // Every user pointer goes through argaddr/argstr/fetchstr/copyin/copyout; a bad argument
 // gives -1, never a panic.
+//
+// Contract (how user arguments are checked):
+//   - A descriptor goes through argfd(): 0 <= fd < NOFILE and ofile[fd] open, else -1.
+//   - A path goes through argstr() into a MAXPATH kernel buffer: an unreadable or
+//     unterminated string gives -1. The file system only ever sees kernel strings.
+//   - A buffer address is not checked here: it is used only through copyin()/copyout()
+//     (via fileread/filewrite/filestat or directly), which give -1 for memory that is not
+//     the caller's user memory. A count n < 0 gives -1.
+//   - A device number is checked when it is made (mknod), when it is opened (an inode's
+//     major comes from disk) and on every read and write (file.c).
+//   - Open modes: a directory opens only with O_RDONLY; O_CREATE cannot replace a
+//     directory. So a user cannot write a directory's entries directly.
+//   - Ownership: ofile[fd] owns one file reference; a system call that fails after
+//     filealloc()/pipealloc() gives back everything it took. Every inode reference a
+//     call takes is put before it returns, except the one handed to a new file or cwd.
 
 #include "kernel/types.h"
 #include "kernel/riscv.h"
@@ -14,8 +29,10 @@
 #include "kernel/file.h"
 #include "kernel/fcntl.h"
 
-// Fetch argument n as a file descriptor of the current process. Returns 0 and sets
-// *pfd and *pf (each if non-zero), or -1 if it is not an open descriptor.
+// Contract: fetch argument n as a file descriptor of the current process. Returns 0 and
+// sets *pfd and *pf (each if non-zero), or -1 if it is out of range or not open. Takes no
+// reference: the ofile[] slot's reference keeps *pf alive for the rest of the call, as
+// only this process can close it.
 static int
 argfd(int n, int *pfd, struct file **pf)
 {
@@ -32,7 +49,9 @@ argfd(int n, int *pfd, struct file **pf)
   return 0;
 }
 
-// Give f the lowest free descriptor of the current process. Returns it, or -1 if none.
+// Contract: give f the lowest free descriptor of the current process; the caller's
+// reference to f moves into ofile[fd] (no new one is taken). Returns fd, or -1 if none
+// is free; then the caller still owns its reference.
 static int
 fdalloc(struct file *f)
 {
@@ -113,7 +132,10 @@ sys_fstat(void)
   return filestat(f, st);
 }
 
-// link(old, new): give the file old a second name new (not for directories).
+// Contract: link(old, new): give the file old a second name new (not for directories,
+// not across devices). nlink goes up before the entry is made and back down if that
+// fails, all in one transaction, so a crash never leaves an entry the count misses.
+// nlink is a short, and nothing here bounds how many names a file gets.
 uint64
 sys_link(void)
 {
@@ -159,7 +181,8 @@ bad:
   return -1;
 }
 
-// Is directory dp empty apart from "." and ".."? Caller holds dp->lock.
+// Contract: 1 if directory dp has no entries apart from "." and ".." (its first two
+// slots, as create() makes them). Caller holds dp->lock.
 static int
 isdirempty(struct inode *dp)
 {
@@ -174,7 +197,9 @@ isdirempty(struct inode *dp)
   return 1;
 }
 
-// unlink(path): remove a name; the file goes when its last name and last open file do.
+// Contract: unlink(path): remove a name; the file goes when its last name and last open
+// file do. Refuses "." and "..", and a directory that is not empty. Locks the parent,
+// then the child (the fs.c order), in one transaction with the final iput().
 uint64
 sys_unlink(void)
 {
@@ -225,8 +250,11 @@ bad:
   return -1;
 }
 
-// Create path as a new inode of the given type, or, for T_FILE, open an existing file or
-// device there. Returns it locked and referenced, or 0. Caller is inside a transaction.
+// Contract: create path as a new inode of the given type, or, for T_FILE, return an
+// existing file or device there. Returns it locked, with one reference for the caller,
+// or 0 (the name exists as another type, the parent is missing, or the disk or inode
+// table is full; then nothing is left changed). Caller is inside a transaction and
+// holds no inode lock. A new directory gets "." and "..", and its parent's nlink grows.
 static struct inode *
 create(char *path, short type, short major, short minor)
 {
@@ -279,6 +307,9 @@ fail:
   return 0;
 }
 
+// Contract: open(path, omode): a new descriptor for path, created if O_CREATE, truncated
+// if O_TRUNC and a plain file. The file gets the inode reference namei()/create() took;
+// on any failure that reference, the file slot and the descriptor are given back.
 uint64
 sys_open(void)
 {
@@ -380,6 +411,8 @@ sys_mknod(void)
   return 0;
 }
 
+// Contract: chdir(path): make the directory path the cwd. p->cwd owns one inode reference:
+// the new one replaces it, and the old one is put inside the transaction.
 uint64
 sys_chdir(void)
 {
@@ -405,8 +438,9 @@ sys_chdir(void)
   return 0;
 }
 
-// exec(path, argv): argv is a user array of user string pointers ending with 0.
-// Each string is copied into a kalloc'd page for exec() and freed afterwards.
+// Contract: exec(path, argv): argv is a user array of user string pointers ending with 0,
+// fewer than MAXARG of them, each string shorter than a page. Each is copied into a
+// kalloc'd page that this call owns and frees afterwards, whether exec() succeeds or not.
 uint64
 sys_exec(void)
 {
@@ -438,7 +472,9 @@ out:
   return ret;
 }
 
-// pipe(fdarray): fdarray[0] gets the read end, fdarray[1] the write end.
+// Contract: pipe(fdarray): fdarray[0] gets the read end, fdarray[1] the write end. If a
+// descriptor or the copy to fdarray fails, the descriptors it got are cleared and both
+// files closed, which frees the pipe: the caller is left with nothing.
 uint64
 sys_pipe(void)
 {

@@ -1,5 +1,13 @@
 // Process-related system calls. Arguments come from the trapframe via argint/argaddr;
 // results go back in a0 (syscall.c).
+//
+// Contract (how user arguments are checked): argint/argaddr only read registers, so
+// every value is checked where it is used. An address goes only to copyout() (wait's
+// status, memstat), which gives -1 for memory that is not the caller's; an sbrk size is
+// checked by growproc() for overflow, the top of user space and the heap's base; a
+// negative sleep counts as 0; a pid that matches no process gives -1. None of these
+// calls takes a lock or a reference that it still holds when it returns. kill()
+// accepts any live pid, pid 1 (init) included, and a killed init exits, which panics.
 #include "kernel/types.h"
 #include "kernel/param.h"
 #include "kernel/memlayout.h"
@@ -9,7 +17,7 @@
 #include "kernel/memstat.h"
 #include "kernel/defs.h"
 
-// exit(status): never returns.
+// Contract: exit(status): never returns. status is any int, kept for the parent's wait.
 uint64
 sys_exit(void)
 {
@@ -34,7 +42,8 @@ sys_fork(void)
   return fork();
 }
 
-// wait(int *status): pid of an exited child, or -1. status may be 0.
+// Contract: wait(int *status): pid of an exited child, or -1 (no children, killed, or
+// status not writable). status may be 0; it is checked only by copyout().
 uint64
 sys_wait(void)
 {
@@ -44,8 +53,9 @@ sys_wait(void)
   return wait(addr);
 }
 
-// sbrk(n): grow (or shrink, n < 0) the heap by n bytes; returns the old end of the heap,
-// or (char*)-1 on failure, with nothing changed. Eager or lazy by LAZY_ALLOC (growproc).
+// Contract: sbrk(n): grow (or shrink, n < 0) the heap by n bytes; returns the old end of
+// the heap, or (char*)-1 on failure, with nothing changed. Eager or lazy by LAZY_ALLOC
+// (growproc). Any n is safe: growproc() refuses what does not fit.
 uint64
 sys_sbrk(void)
 {
@@ -58,7 +68,8 @@ sys_sbrk(void)
   return old;
 }
 
-// sleep(n): wait n clock ticks (1/100 s); 0, or -1 if the caller is killed meanwhile.
+// Contract: sleep(n): wait n clock ticks (1/100 s); 0, or -1 if the caller is killed
+// meanwhile. Holds tickslock only while checking; sleep() gives it up while waiting.
 uint64
 sys_sleep(void)
 {
@@ -80,7 +91,9 @@ sys_sleep(void)
   return 0;
 }
 
-// kill(pid): 0, or -1 if there is no such process.
+// Contract: kill(pid): 0, or -1 if there is no such process. The target is marked killed
+// and woken if asleep; it exits before it next returns to user mode. No pid is refused,
+// not even init's.
 uint64
 sys_kill(void)
 {
@@ -100,8 +113,9 @@ sys_uptime(void)
   return t;
 }
 
-// memstat(struct memstat *ms): fill *ms with one snapshot (kernel/memstat.h);
-// 0, or -1 if ms is not writable user memory.
+// Contract: memstat(struct memstat *ms): fill *ms with one snapshot (kernel/memstat.h);
+// 0, or -1 if ms is not writable user memory. vmstat() fills a kernel copy; ms is used
+// only by the final copyout().
 uint64
 sys_memstat(void)
 {

@@ -6,6 +6,25 @@
 // covering whole BSIZE blocks that are consecutive on the disk: several cache buffers, or
 // one contiguous kernel area (readi's fast path).
 // The requester sleeps until the interrupt handler sees the chain in the used ring.
+//
+// Contract:
+//   - disk.lock (a spinlock) protects free[], nfree, used_idx, req[], hdr[] and the
+//     driver's writes to the descriptors and the avail ring. Requesters and the
+//     interrupt handler both take it, so a completion cannot be missed between a
+//     requester's check of busy and its sleep.
+//   - A descriptor is either free (free[i], in the pool) or owned by one request from
+//     alloc_descs() until free_chain(). Between the avail->idx store that publishes a
+//     chain and its appearance in the used ring, the device owns the chain and the
+//     memory it names (header, data, status): the driver changes none of it.
+//   - The requester frees its own chain after it wakes; the interrupt handler only
+//     clears busy. hdr[] and req[] belong to the request whose head descriptor has that
+//     index.
+//   - The data memory must stay put and unused by others until disk_io() returns: the
+//     caller holds the buffers' sleeplocks (or bigread.lock). Kernel memory is mapped
+//     one-to-one, so its addresses go to the device as they are.
+//   - A request sleeps, so it comes from a process holding no spinlock. A chain takes at
+//     most VIRTIO_MAXBUFS + 2 <= NUM descriptors, so any request fits in the ring once the
+//     chains in flight are done. Any error status from the device panics.
 
 #include "kernel/types.h"
 #include "kernel/riscv.h"
@@ -39,7 +58,7 @@ static struct disk {
   struct virtio_blk_req hdr[NUM];  // request headers, by head descriptor
 } disk;
 
-// Put the 64-bit physical address pa into a LOW/HIGH register pair.
+// Contract: put the 64-bit physical address pa into the LOW/HIGH register pair at low.
 static void
 setaddr(int low, void *pa)
 {
@@ -47,7 +66,8 @@ setaddr(int low, void *pa)
   *REG(low + 4) = (uint64)pa >> 32;
 }
 
-// Allocate one zeroed page for a ring; panics if memory is gone this early.
+// Contract: one zeroed page for a ring, owned by the device queue for good; panics if
+// memory is gone this early.
 static void *
 ringpage(void)
 {
@@ -58,8 +78,9 @@ ringpage(void)
   return p;
 }
 
-// Find the device, negotiate features (only VIRTIO_F_VERSION_1) and set up queue 0.
-// Called once, at boot, before any disk request.
+// Contract: find the device, negotiate features (only VIRTIO_F_VERSION_1) and set up
+// queue 0 with all NUM descriptors free. Hart 0, once, at boot, before any disk request;
+// panics if the device is missing or refuses.
 void
 virtio_disk_init(void)
 {
@@ -112,8 +133,8 @@ virtio_disk_init(void)
   *REG(VIRTIO_MMIO_STATUS) = status;
 }
 
-// Take n free descriptors into idx[]. Returns 0, or -1 (taking none) if fewer are free.
-// Caller holds disk.lock.
+// Contract: take n free descriptors into idx[] for the caller's request. Returns 0, or
+// -1 (taking none) if fewer than n are free. Caller holds disk.lock.
 static int
 alloc_descs(int *idx, int n)
 {
@@ -129,8 +150,9 @@ alloc_descs(int *idx, int n)
   return 0;
 }
 
-// Return the chain starting at descriptor i to the free pool and wake waiters.
-// Caller holds disk.lock.
+// Contract: return the chain starting at descriptor i to the free pool and wake
+// requesters waiting for descriptors. Caller holds disk.lock and owns the chain, which
+// the device has finished with. Panics if a descriptor in it is already free.
 static void
 free_chain(int i)
 {
@@ -152,7 +174,7 @@ free_chain(int i)
   wakeup(&disk.free[0]);
 }
 
-// Fill descriptor i.
+// Contract: fill descriptor i. Caller holds disk.lock and owns i, not yet published.
 static void
 setdesc(int i, void *addr, uint32 len, uint16 flags, uint16 next)
 {
@@ -162,10 +184,11 @@ setdesc(int i, void *addr, uint32 len, uint16 flags, uint16 next)
   disk.desc[i].next = next;
 }
 
-// Move the nseg memory pieces seg[i] (len[i] bytes each, a multiple of 512, physically
-// contiguous) to or from the disk, starting at block blockno: the pieces follow each other
-// on the disk. Returns when the device is done. Kernel addresses are physical, so kernel
-// memory goes to the device as is.
+// Contract: move the nseg memory pieces seg[i] (len[i] bytes each, a multiple of 512,
+// physically contiguous) to or from the disk, starting at block blockno: the pieces
+// follow each other on the disk. 1 <= nseg <= VIRTIO_MAXBUFS. Returns when the device is
+// done and the chain is back in the pool. Sleeps: process context, no spinlock held.
+// Panics if the device reports an error.
 static void
 disk_io(void **seg, uint32 *len, int nseg, uint blockno, int write)
 {
@@ -208,9 +231,10 @@ disk_io(void **seg, uint32 *len, int nseg, uint blockno, int write)
   release(&disk.lock);
 }
 
-// Read (write == 0) or write the n buffers in bufs, which hold the consecutive disk
-// blocks blockno, blockno+1, ... (their own blockno fields are not consulted). The
-// caller holds every buffer's sleeplock.
+// Contract: read (write == 0) or write the n buffers in bufs, which hold the consecutive
+// disk blocks blockno, blockno+1, ... (their own blockno fields are not consulted). The
+// caller holds every buffer's sleeplock, which is what protects b->disk and b->data
+// while the request is in flight. Does not set valid: the caller does.
 void
 virtio_disk_rwv(struct buf **bufs, int n, uint blockno, int write)
 {
@@ -229,15 +253,16 @@ virtio_disk_rwv(struct buf **bufs, int n, uint blockno, int write)
     bufs[i]->disk = 0;
 }
 
-// Read one buffer's block (b->blockno) or write it. Caller holds b's sleeplock.
+// Contract: read one buffer's block (b->blockno) or write it. Caller holds b's sleeplock.
 void
 virtio_disk_rw(struct buf *b, int write)
 {
   virtio_disk_rwv(&b, 1, b->blockno, write);
 }
 
-// Read n consecutive blocks from blockno into dst, n*BSIZE bytes of contiguous kernel
-// memory, in one request (readi's fast path; no buffer cache involved).
+// Contract: read n consecutive blocks from blockno into dst, n*BSIZE bytes of contiguous
+// kernel memory, in one request (readi's fast path; no buffer cache involved). The caller
+// owns dst until this returns (readdirect holds bigread.lock).
 void
 virtio_disk_read(void *dst, int n, uint blockno)
 {
@@ -245,8 +270,9 @@ virtio_disk_read(void *dst, int n, uint blockno)
   disk_io(&dst, &len, 1, blockno, 0);
 }
 
-// Interrupt from the device: retire every chain the device has put in the used ring
-// and wake its requester.
+// Contract: interrupt from the device: for every chain the device has put in the used
+// ring since the last call, clear its request's busy and wake its requester (which frees
+// the chain). Panics on a used entry that names no request in flight.
 void
 virtio_disk_intr(void)
 {
