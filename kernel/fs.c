@@ -772,7 +772,7 @@ skipelem(char *path, char *name)
 // Contract: walk path from the root (leading '/') or the current directory. Returns the
 // inode of the path (or, if parent is set, of its parent directory, with the last
 // element copied to name), unlocked, with one reference for the caller; 0 if it does not
-// exist, an element before the last is not a directory, or the inode table is full.
+// exist, an element before the last is not a live directory, or the inode table is full.
 // Holds one inode lock at a time, so it cannot deadlock with another walk. Caller is
 // inside a transaction (the iput()s) and holds no inode lock.
 static struct inode *
@@ -789,7 +789,10 @@ namex(char *path, int parent, char *name)
 
   while((path = skipelem(path, name)) != 0){
     ilock(ip);
-    if(ip->type != T_DIR){
+    // A directory with no names left (unlinked while it was some process's cwd) is
+    // dead: nothing may be looked up or created in it, and its ".." may name an inode
+    // that has been freed since (ilock would panic on it).
+    if(ip->type != T_DIR || ip->nlink < 1){
       iunlockput(ip);
       return 0;
     }

@@ -29,6 +29,7 @@ struct superblock {
 // more than 16 bitmap blocks, see docs/filesystem.md) and i-numbers fit a dirent's ushort.
 #define FSMAXBLOCKS (2048 * 256)  // 2 GiB of 4 KiB blocks
 #define MAXINODES   65535
+#define MAXNLINK    32767        // nlink is a short: link() and mkdir() refuse to pass this
 
 // On-disk inode.
 struct dinode {

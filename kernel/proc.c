@@ -474,13 +474,17 @@ wakeup(void *chan)
 
 // Contract: mark the process with this pid killed (it exits the next time it crosses
 // the user/kernel boundary) and wake it if asleep. Returns 0, or -1 if there is no
-// such process.
+// such process or it is init.
 int
 kill(int pid)
 {
   for(struct proc *p = proc; p < &proc[NPROC]; p++){
     acquire(&p->lock);
     if(p->pid == pid && p->state != UNUSED){
+      if(p == initproc){   // init's exit() panics: nobody may kill it
+        release(&p->lock);
+        return -1;
+      }
       p->killed = 1;
       if(p->state == SLEEPING)
         p->state = RUNNABLE;

@@ -135,7 +135,7 @@ sys_fstat(void)
 // Contract: link(old, new): give the file old a second name new (not for directories,
 // not across devices). nlink goes up before the entry is made and back down if that
 // fails, all in one transaction, so a crash never leaves an entry the count misses.
-// nlink is a short, and nothing here bounds how many names a file gets.
+// nlink is a short: a file with MAXNLINK names gets no more (-1), so it never wraps.
 uint64
 sys_link(void)
 {
@@ -151,7 +151,7 @@ sys_link(void)
     return -1;
   }
   ilock(ip);
-  if(ip->type == T_DIR){
+  if(ip->type == T_DIR || ip->nlink >= MAXNLINK){
     iunlockput(ip);
     end_op();
     return -1;
@@ -252,8 +252,8 @@ bad:
 
 // Contract: create path as a new inode of the given type, or, for T_FILE, return an
 // existing file or device there. Returns it locked, with one reference for the caller,
-// or 0 (the name exists as another type, the parent is missing, or the disk or inode
-// table is full; then nothing is left changed). Caller is inside a transaction and
+// or 0 (the name exists as another type, the parent is missing or has MAXNLINK links
+// already, or the disk or inode table is full; then nothing is left changed). Caller is inside a transaction and
 // holds no inode lock. A new directory gets "." and "..", and its parent's nlink grows.
 static struct inode *
 create(char *path, short type, short major, short minor)
@@ -271,6 +271,10 @@ create(char *path, short type, short major, short minor)
     if(type == T_FILE && (ip->type == T_FILE || ip->type == T_DEVICE))
       return ip;
     iunlockput(ip);
+    return 0;
+  }
+  if(type == T_DIR && dp->nlink >= MAXNLINK){   // the new ".." would wrap dp's nlink
+    iunlockput(dp);
     return 0;
   }
 

@@ -7,7 +7,7 @@
 // checked by growproc() for overflow, the top of user space and the heap's base; a
 // negative sleep counts as 0; a pid that matches no process gives -1. None of these
 // calls takes a lock or a reference that it still holds when it returns. kill()
-// accepts any live pid, pid 1 (init) included, and a killed init exits, which panics.
+// refuses init, whose exit would panic the kernel.
 #include "kernel/types.h"
 #include "kernel/param.h"
 #include "kernel/memlayout.h"
@@ -91,9 +91,9 @@ sys_sleep(void)
   return 0;
 }
 
-// Contract: kill(pid): 0, or -1 if there is no such process. The target is marked killed
-// and woken if asleep; it exits before it next returns to user mode. No pid is refused,
-// not even init's.
+// Contract: kill(pid): 0, or -1 if there is no such process or it is init (which must
+// never exit). The target is marked killed and woken if asleep; it exits before it next
+// returns to user mode.
 uint64
 sys_kill(void)
 {
