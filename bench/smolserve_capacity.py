@@ -19,7 +19,8 @@ import sys
 from benchlib import BenchError, Figure, booted, build, main
 
 from nexos.config import BuildConfig
-from nexos.serve import ServeParseError, ServeSummary, parse_serve
+from nexos.parse import ParseError, parse_serve
+from nexos.records import ServeSummary
 
 NAME = "smolserve_capacity"
 TARGET_RATIO = 10.0
@@ -40,7 +41,7 @@ def serve(cfg: BuildConfig, cmd: str) -> tuple[ServeSummary, int]:
         out = s.run(cmd, timeout=3600).output
     try:
         res = parse_serve(out)
-    except ServeParseError as e:
+    except ParseError as e:
         raise BenchError(f"`{cmd}` on {cfg.name}: {e}", out[-1500:]) from None
     if res.error or res.summary is None or res.memory is None:
         raise BenchError(f"`{cmd}` on {cfg.name}: {res.error}", out[-1500:])

@@ -1,4 +1,4 @@
-"""The console parsers (harness/nexos/parse.py) on real output: the transcripts of
+"""The console parsers (harness/nexos/parse/) on real output: the transcripts of
 tests/transcripts/ (made by scripts/transcripts.py). A broken input is a real transcript
 edited on purpose (a line dropped, moved or corrupted); no program output is typed here.
 The parser on every transcript, against the geometry, is tests/test_transcripts.py."""
@@ -22,6 +22,7 @@ from nexos.parse import (
     find_problems,
     find_usertraps,
     parse_boot_line,
+    parse_serve,
     parse_smolprobe,
     parse_test_verdict,
     parse_value,
@@ -98,7 +99,7 @@ def test_console_echo_crlf_and_glued_lines():
     assert len(glued.splitlines()) == len(SEED_EAGER.splitlines()) - 1
     console = ("$ smolprobe --prompt-tokens 1,2,3 --gen-len 10\n" + glued + "$ ").replace(
         "\n", "\r\n")
-    assert split_records(console) == split_records(SEED_EAGER)
+    assert split_records(console, PREFIX) == split_records(SEED_EAGER, PREFIX)
     assert parse_smolprobe(console) == parse_smolprobe(SEED_EAGER)
 
 
@@ -338,6 +339,91 @@ def test_find_problems():
     assert find_problems(SEED_LAZY) == []
 
 
+# --------------------------------------------------------------------------- smolserve lines
+#
+# smolserve's lines go through the same machinery as smolprobe's (nexos.parse.core), held
+# to its own schema (docs/smolserve.md, "Output"), with the same error type.
+
+SERVE_PREFIX = "[smolserve] "
+SERVE_QUEUE = body("serve-queue-lazy0-cow0")
+SERVE_OOM = body("serve-oom-lazy1-cow1")
+
+
+def serve_line(text: str, kind: str) -> str:
+    """The first `[smolserve] <kind>...` line of `text`."""
+    return next(ln for ln in text.splitlines() if ln.startswith(SERVE_PREFIX + kind))
+
+
+@pytest.mark.parametrize("old, new, why, kind", [
+    ("[smolserve] memory", "[smolserve] memoir",
+     'unknown smolserve line kind `memoir` (docs/smolserve.md, "Output")', "memoir"),
+    (" recomputed=0", "", "`SERVE_SUMMARY` line must have the keys requests completed "
+     "peak_concurrent queued recomputed reserved_kv_pages", "SERVE_SUMMARY"),
+    (" used_pages=122827\n", " used_pages=122827 extra=1\n", "`admit` line must have the keys",
+     "admit"),
+    ("peak_concurrent=", "peak=", "has requests completed peak queued", "SERVE_SUMMARY"),
+    ("waste_percent=99%", "waste_percent=99",
+     "`SERVE_SUMMARY` line: waste_percent='99' is not an integer percentage", "SERVE_SUMMARY"),
+    ("tokens_per_s=6.1", "tokens_per_s=6.15", "is not a number with one decimal",
+     "SERVE_SUMMARY"),
+    ("total_pages=130763", "total_pages=lots", "total_pages='lots' is not an integer", "start"),
+    ("reason=watermark", "reason=tired", "reason must be one of watermark, reaping", "queue"),
+])
+def test_broken_smolserve_line_is_a_parse_error_naming_it(old, new, why, kind):
+    """An unknown kind, a missing or extra key, a value of another type: the same ParseError
+    as smolprobe's, its message naming the line kind and what is wrong, its text the line."""
+    assert old in SERVE_QUEUE
+    with pytest.raises(ParseError) as e:
+        parse_serve(SERVE_QUEUE.replace(old, new, 1))
+    assert why in str(e.value)
+    assert e.value.text.startswith(SERVE_PREFIX + kind)
+
+
+def test_smolserve_recompute_line_needs_its_trailer():
+    ln = serve_line(SERVE_OOM, "recompute")
+    with pytest.raises(ParseError, match="`recompute` line must end with"):
+        parse_serve(SERVE_OOM.replace(ln, ln.split(" (killed")[0], 1))
+
+
+@pytest.mark.parametrize("kind, why", [
+    ("memory", "serve run: missing the `memory` line (the output ends)"),
+    ("start", "serve run: missing the `start` line before the `admit` line"),
+    ("request", "serve run: missing the `request` line before the `SERVE_SUMMARY` line"),
+])
+def test_missing_smolserve_line_is_named(kind, why):
+    cut = "".join(ln for ln in SERVE_QUEUE.splitlines(keepends=True)
+                  if not ln.startswith(SERVE_PREFIX + kind))
+    with pytest.raises(ParseError) as e:
+        parse_serve(cut)
+    assert why in str(e.value) and 'docs/smolserve.md, "Output"' in str(e.value)
+
+
+def test_smolserve_lines_out_of_order_or_after_an_error():
+    summary = serve_line(SERVE_QUEUE, "SERVE_SUMMARY") + "\n"
+    second = SERVE_PREFIX + "request id=R1 "
+    moved = SERVE_QUEUE.replace(summary, "").replace(second, summary + second, 1)
+    with pytest.raises(ParseError, match="missing the `memory` line before the `request` line"):
+        parse_serve(moved)
+    memory = serve_line(SERVE_QUEUE, "memory") + "\n"
+    with pytest.raises(ParseError, match="unexpected `memory` line after `memory`"):
+        parse_serve(SERVE_QUEUE + memory)
+    error = body("serve-error-max-len-lazy1-cow1")
+    with pytest.raises(ParseError, match="lines after the `error:` line"):
+        parse_serve(error + serve_line(SERVE_QUEUE, "memory") + "\n")
+
+
+def test_a_kernel_line_inside_a_program_line_is_taken_out():
+    """The console may put the kernel's `usertrap:` line in the middle of a program's line
+    (both write to the UART): the line reads as if it were not there, for either program."""
+    trap = find_usertraps(SERVE_OOM)[0] + "\n"
+    ln = serve_line(SERVE_OOM, "recompute")
+    glued = SERVE_OOM.replace(trap, "", 1).replace(ln, ln[:30] + trap + ln[30:], 1)
+    assert parse_serve(glued).events == parse_serve(SERVE_OOM).events
+    ln = line(SEED_LAZY, "SUMMARY")
+    glued = SEED_LAZY.replace(ln, ln[:25] + trap + ln[25:], 1)
+    assert parse_smolprobe(glued) == parse_smolprobe(SEED_LAZY)
+
+
 # --------------------------------------------------------------------------- formulas
 
 def test_kv_formulas_match_the_seed_run():
@@ -384,6 +470,8 @@ def test_build_config_names_and_validation():
 def test_the_transcripts_used_here_exist():
     """Every transcript name used here exists (a rename of a transcript must update this)."""
     for name in ("guest-seed-lazy1-cow0", "guest-seed-lazy0-cow0", "guest-samples4-lazy1-cow1",
-                 "guest-samples4-lazy1-cow0", "console-boot-lazy1-cow1"):
+                 "guest-samples4-lazy1-cow0", "console-boot-lazy1-cow1",
+                 "serve-queue-lazy0-cow0", "serve-oom-lazy1-cow1",
+                 "serve-error-max-len-lazy1-cow1"):
         assert (TRANSCRIPTS / f"{name}.txt").is_file()
     assert re.search(r"^nexos: ", boot_text(), re.M)

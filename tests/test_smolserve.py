@@ -25,15 +25,10 @@ import pytest
 from conftest import BY_DESIGN
 from nexos.config import BuildConfig
 from nexos.kvcache import PAGE, KvShape, max_kv_pages
+from nexos.parse import ParseError, parse_serve
 from nexos.qemu import QemuSession
-from nexos.serve import (
-    ServeEvent,
-    ServeParseError,
-    ServeRecord,
-    ServeResult,
-    parse_serve,
-    serve_command,
-)
+from nexos.records import ServeEvent, ServeRecord, ServeResult
+from nexos.serve import serve_command
 from test_transcripts import SharedRuns
 
 REPO = Path(__file__).resolve().parents[1]
@@ -427,5 +422,5 @@ def test_parser_transcript_figures() -> None:
 ])
 def test_parser_rejects_broken_output(mangle) -> None:  # type: ignore[no-untyped-def]
     _, body = transcript("serve-queue-lazy0-cow0")
-    with pytest.raises(ServeParseError):
+    with pytest.raises(ParseError):
         parse_serve(mangle(body))

@@ -20,8 +20,11 @@ from matplotlib.figure import Figure  # noqa: E402
 from nexos.compare import Probe, ProbeRun  # noqa: E402
 from nexos.config import BuildConfig  # noqa: E402
 from nexos.parse import TraceStep  # noqa: E402
-from nexos.records import ProbeRequest  # noqa: E402
-from nexos.serve import ServeRecord, concurrency  # noqa: E402
+from nexos.records import (
+    ProbeRequest,  # noqa: E402
+    ServeRecord,  # noqa: E402
+)
+from nexos.serve import concurrency  # noqa: E402
 
 EAGER, LAZY, COW = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(1, 1)
 

@@ -1,6 +1,8 @@
 """The records that several harness modules share: what to ask smolprobe for
 (`ProbeRequest`), what one run showed (`ProbeRecord`, the rows of `nexos compare` and its
-`--json`), and one grading check's outcome (`CheckResult`).
+`--json`), one grading check's outcome (`CheckResult`), and smolserve's parsed lines
+(`ServeResult`, what nexos.parse.smolserve returns) and runs (`ServeRecord`, the rows of
+`nexos serve` and its `--json`).
 
 Plain data only: this module imports no other harness module but the page formulas.
 The JSON keys are listed in docs/harness.md.
@@ -9,7 +11,7 @@ The JSON keys are listed in docs/harness.md.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from nexos.kvcache import KvShape, active_pages_est, max_kv_pages
 
@@ -247,3 +249,143 @@ class CheckResult:
     seconds: float
     message: str
     evidence: str = ""
+
+
+# --------------------------------------------------------------------------- smolserve
+
+@dataclass(frozen=True)
+class ServeStart:
+    """The `workload` and `start` lines: the workload and the kernel's memory at the baseline."""
+
+    workload: str
+    requests: int
+    longest_max_len: int
+    lazy_alloc: int
+    cow_alloc: int
+    ncpu: int
+    total_pages: int
+    free_pages: int
+    kv_bytes_per_slot: int
+    watermark_base_pages: int
+    grow_pages: int
+    load_ms: int
+
+
+@dataclass(frozen=True)
+class ServeEvent:
+    """One admit, queue, finish or recompute line. The keys a kind does not have are None."""
+
+    kind: str
+    id: str
+    t_ms: int
+    running: int
+    queued: int
+    used_pages: int
+    attempt: int | None = None
+    free_pages: int | None = None
+    est_pages: int | None = None
+    watermark_pages: int | None = None
+    fork_pages: int | None = None
+    reserve_mapped_pages: int | None = None
+    reserved_kv_pages: int | None = None
+    reason: str | None = None
+    generated: int | None = None
+    used_slots: int | None = None
+    mapped_kv_pages: int | None = None
+    decode_ms: int | None = None
+    status: int | None = None
+
+
+@dataclass(frozen=True)
+class ServeRequest:
+    """One `request` line: what a request reserved and what it used."""
+
+    id: str
+    max_len: int
+    prompt: int
+    generated: int
+    reserved_slots: int
+    used_slots: int
+    internal_waste_slots: int
+    reserved_kv_pages: int
+    mapped_kv_pages: int
+    needed_kv_pages: int
+    attempts: int
+
+
+@dataclass(frozen=True)
+class ServeSummary:
+    """The SERVE_SUMMARY line."""
+
+    requests: int
+    completed: int
+    peak_concurrent: int
+    queued: int
+    recomputed: int
+    reserved_kv_pages: int
+    mapped_kv_pages: int
+    waste_percent: int
+    peak_used_pages: int
+    tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class ServeMemory:
+    """The `memory` line: free pages at the baseline and after every worker was reaped."""
+
+    baseline_free_pages: int
+    final_free_pages: int
+    leaked_pages: int
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """A parsed smolserve run. An error run has `error` and whatever came before it."""
+
+    start: ServeStart | None
+    events: tuple[ServeEvent, ...]
+    requests: tuple[ServeRequest, ...]
+    summary: ServeSummary | None
+    memory: ServeMemory | None
+    error: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "error": self.error,
+            "start": None if self.start is None else asdict(self.start),
+            "events": [{k: v for k, v in asdict(e).items() if v is not None}
+                       for e in self.events],
+            "requests": [asdict(r) for r in self.requests],
+            "summary": None if self.summary is None else asdict(self.summary),
+            "memory": None if self.memory is None else asdict(self.memory),
+        }
+
+
+@dataclass(frozen=True)
+class ServeRecord:
+    """One smolserve command on one kernel configuration: the parsed result, or the problem
+    (a hang, a panic, a killed server, unparseable output) with the console as evidence."""
+
+    config: str
+    lazy: int
+    cow: int
+    cpus: int
+    command: str
+    seconds: float
+    problem: str | None
+    result: ServeResult | None
+    evidence: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.problem is not None or self.result is None or self.result.error is not None
+
+    def to_json(self) -> dict[str, object]:
+        d: dict[str, object] = {"config": self.config, "lazy": self.lazy, "cow": self.cow,
+                                "cpus": self.cpus, "command": self.command,
+                                "seconds": round(self.seconds, 2), "problem": self.problem}
+        if self.result is None:
+            d["evidence"] = self.evidence
+        else:
+            d.update(self.result.to_json())
+        return d

@@ -11,8 +11,7 @@ from rich import box
 from rich.table import Table
 
 from nexos.parse import SmolprobeResult
-from nexos.records import CheckResult, ProbeRecord
-from nexos.serve import ServeRecord
+from nexos.records import CheckResult, ProbeRecord, ServeRecord
 
 
 def probe_table(res: SmolprobeResult, title: str = "smolprobe") -> Table:

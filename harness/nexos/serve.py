@@ -1,14 +1,11 @@
-"""smolserve's output (docs/smolserve.md, "Output") as typed records, and the runner that
-runs one smolserve command on kernel configurations.
+"""`nexos serve`: run one smolserve command on kernel configurations and turn each run into
+a ServeRecord (the rows of `nexos serve`, docs/harness.md); the workload options and files
+that the command passes to smolserve (docs/smolserve.md, "Workloads").
 
-The parser checks every `[smolserve] ` line against the schema: each kind has exactly its
-keys, in order. Other console lines (the shell, kernel messages) are ignored; a kernel's
-`usertrap:` line (a worker killed for want of memory) is taken out first, even from the
-middle of a smolserve line, where the console may put it. A `panic:` line is a problem.
-
-This module imports no other harness module: the runner is given a way to open a shell on
-a configuration (the command line passes one made from nexos.qemu.QemuSession), so the
-parser and the records stand alone and the parser tests need no QEMU.
+The parser is nexos.parse.smolserve (the schema of docs/smolserve.md, "Output"), the records
+are nexos.records' Serve* classes. The runner is given a way to open a shell on a
+configuration (the command line passes one made from nexos.qemu.QemuSession), so the tests
+of the runner need no QEMU.
 """
 
 from __future__ import annotations
@@ -18,293 +15,13 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-PREFIX = "[smolserve] "
-INT = r"-?[0-9]+"
-LINE_RE = re.compile(r"^\[smolserve\] (.*)$", re.M)
-FAULT_RE = re.compile(r"^(usertrap: .*|panic: .*)$", re.M)
-# The kernel's line for a killed worker; on the console it may land inside a smolserve line.
-USERTRAP_RE = re.compile(r"usertrap: pid [0-9]+ \([^)\n]*\) killed: scause \S+ sepc \S+ "
-                         r"stval \S+\n")
-EVENT_KINDS = ("admit", "queue", "finish", "recompute")
-
-
-class ServeParseError(ValueError):
-    """smolserve's output does not follow docs/smolserve.md; `line` is the offending one."""
-
-    def __init__(self, message: str, line: str = "") -> None:
-        super().__init__(message)
-        self.line = line
-
-
-# --------------------------------------------------------------------------- the records
-
-@dataclass(frozen=True)
-class ServeStart:
-    """The `workload` and `start` lines: the workload and the kernel's memory at the baseline."""
-
-    workload: str
-    requests: int
-    longest_max_len: int
-    lazy_alloc: int
-    cow_alloc: int
-    ncpu: int
-    total_pages: int
-    free_pages: int
-    kv_bytes_per_slot: int
-    watermark_base_pages: int
-    grow_pages: int
-    load_ms: int
-
-
-@dataclass(frozen=True)
-class ServeEvent:
-    """One admit, queue, finish or recompute line. The keys a kind does not have are None."""
-
-    kind: str
-    id: str
-    t_ms: int
-    running: int
-    queued: int
-    used_pages: int
-    attempt: int | None = None
-    free_pages: int | None = None
-    est_pages: int | None = None
-    watermark_pages: int | None = None
-    fork_pages: int | None = None
-    reserve_mapped_pages: int | None = None
-    reserved_kv_pages: int | None = None
-    reason: str | None = None
-    generated: int | None = None
-    used_slots: int | None = None
-    mapped_kv_pages: int | None = None
-    decode_ms: int | None = None
-    status: int | None = None
-
-
-@dataclass(frozen=True)
-class ServeRequest:
-    """One `request` line: what a request reserved and what it used."""
-
-    id: str
-    max_len: int
-    prompt: int
-    generated: int
-    reserved_slots: int
-    used_slots: int
-    internal_waste_slots: int
-    reserved_kv_pages: int
-    mapped_kv_pages: int
-    needed_kv_pages: int
-    attempts: int
-
-
-@dataclass(frozen=True)
-class ServeSummary:
-    """The SERVE_SUMMARY line."""
-
-    requests: int
-    completed: int
-    peak_concurrent: int
-    queued: int
-    recomputed: int
-    reserved_kv_pages: int
-    mapped_kv_pages: int
-    waste_percent: int
-    peak_used_pages: int
-    tokens_per_s: float
-
-
-@dataclass(frozen=True)
-class ServeMemory:
-    """The `memory` line: free pages at the baseline and after every worker was reaped."""
-
-    baseline_free_pages: int
-    final_free_pages: int
-    leaked_pages: int
-
-
-@dataclass(frozen=True)
-class ServeResult:
-    """A parsed smolserve run. An error run has `error` and whatever came before it."""
-
-    start: ServeStart | None
-    events: tuple[ServeEvent, ...]
-    requests: tuple[ServeRequest, ...]
-    summary: ServeSummary | None
-    memory: ServeMemory | None
-    error: str | None
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "error": self.error,
-            "start": None if self.start is None else asdict(self.start),
-            "events": [{k: v for k, v in asdict(e).items() if v is not None}
-                       for e in self.events],
-            "requests": [asdict(r) for r in self.requests],
-            "summary": None if self.summary is None else asdict(self.summary),
-            "memory": None if self.memory is None else asdict(self.memory),
-        }
-
-
-@dataclass(frozen=True)
-class ServeRecord:
-    """One smolserve command on one kernel configuration: the parsed result, or the problem
-    (a hang, a panic, a killed server, unparseable output) with the console as evidence."""
-
-    config: str
-    lazy: int
-    cow: int
-    cpus: int
-    command: str
-    seconds: float
-    problem: str | None
-    result: ServeResult | None
-    evidence: str = ""
-
-    @property
-    def failed(self) -> bool:
-        return self.problem is not None or self.result is None or self.result.error is not None
-
-    def to_json(self) -> dict[str, object]:
-        d: dict[str, object] = {"config": self.config, "lazy": self.lazy, "cow": self.cow,
-                                "cpus": self.cpus, "command": self.command,
-                                "seconds": round(self.seconds, 2), "problem": self.problem}
-        if self.result is None:
-            d["evidence"] = self.evidence
-        else:
-            d.update(self.result.to_json())
-        return d
-
-
-# --------------------------------------------------------------------------- the schema
-
-# The keys of each line kind, in order: name -> type ("int", "str", "pct", "dec").
-_START_KEYS = ("lazy_alloc", "cow_alloc", "ncpu", "total_pages", "free_pages",
-               "kv_bytes_per_slot", "watermark_base_pages", "grow_pages", "load_ms")
-_EVENT_KEYS = {
-    "admit": ("id", "attempt", "t_ms", "running", "queued", "free_pages", "est_pages",
-              "watermark_pages", "fork_pages", "reserve_mapped_pages", "reserved_kv_pages",
-              "used_pages"),
-    "queue": ("id", "t_ms", "running", "queued", "free_pages", "est_pages", "watermark_pages",
-              "reason", "used_pages"),
-    "finish": ("id", "t_ms", "running", "queued", "generated", "used_slots", "mapped_kv_pages",
-               "decode_ms", "used_pages"),
-    "recompute": ("id", "attempt", "t_ms", "running", "queued", "status", "used_pages"),
-}
-_RECOMPUTE_TAIL = "(killed before it finished; it runs again)"
-_REQUEST_KEYS = ("id", "max_len", "prompt", "generated", "reserved_slots", "used_slots",
-                 "internal_waste_slots", "reserved_kv_pages", "mapped_kv_pages",
-                 "needed_kv_pages", "attempts")
-_SUMMARY_KEYS = ("requests", "completed", "peak_concurrent", "queued", "recomputed",
-                 "reserved_kv_pages", "mapped_kv_pages", "waste_percent", "peak_used_pages",
-                 "tokens_per_s")
-_MEMORY_KEYS = ("baseline_free_pages", "final_free_pages", "leaked_pages")
-_STR_KEYS = {"id", "reason", "name"}
-_REASONS = ("watermark", "reaping", "processes", "fork_failed", "reserve_failed")
-
-
-def _value(key: str, text: str, line: str) -> int | float | str:
-    """One value of a line, typed by its key."""
-    if key in _STR_KEYS:
-        if not re.fullmatch(r"[A-Za-z0-9_\-./]+", text):
-            raise ServeParseError(f"bad {key} {text!r}", line)
-        return text
-    if key == "waste_percent":
-        if not re.fullmatch(r"[0-9]+%", text):
-            raise ServeParseError(f"bad waste_percent {text!r}", line)
-        return int(text[:-1])
-    if key == "tokens_per_s":
-        if not re.fullmatch(r"[0-9]+\.[0-9]", text):
-            raise ServeParseError(f"bad tokens_per_s {text!r}", line)
-        return float(text)
-    if not re.fullmatch(INT, text):
-        raise ServeParseError(f"{key}={text!r} is not an integer", line)
-    return int(text)
-
-
-def _fields(rest: str, keys: Sequence[str], line: str) -> dict[str, int | float | str]:
-    """`k=v k=v ...` with exactly `keys`, in order."""
-    parts = rest.split()
-    if len(parts) != len(keys):
-        raise ServeParseError(f"expected keys {' '.join(keys)}", line)
-    out: dict[str, int | float | str] = {}
-    for key, part in zip(keys, parts):
-        k, eq, v = part.partition("=")
-        if k != key or not eq:
-            raise ServeParseError(f"expected {key}=..., got {part!r}", line)
-        out[key] = _value(key, v, line)
-    return out
-
-
-def _event(kind: str, rest: str, line: str) -> ServeEvent:
-    if kind == "recompute":
-        if not rest.endswith(" " + _RECOMPUTE_TAIL):
-            raise ServeParseError("a recompute line ends with " + _RECOMPUTE_TAIL, line)
-        rest = rest[: -len(_RECOMPUTE_TAIL) - 1]
-    f = _fields(rest, _EVENT_KEYS[kind], line)
-    if kind == "queue" and f["reason"] not in _REASONS:
-        raise ServeParseError(f"unknown queue reason {f['reason']!r}", line)
-    return ServeEvent(kind=kind, **f)  # type: ignore[arg-type]
-
-
-# --------------------------------------------------------------------------- the parser
-
-def find_faults(text: str) -> list[str]:
-    """The `usertrap:` and `panic:` lines of a console transcript."""
-    return FAULT_RE.findall(text)
-
-
-def parse_serve(text: str) -> ServeResult:
-    """Parse the console output of one smolserve command. ServeParseError when a
-    `[smolserve] ` line breaks the schema or the run neither finished nor failed."""
-    workload: dict[str, int | float | str] | None = None
-    start: ServeStart | None = None
-    events: list[ServeEvent] = []
-    requests: list[ServeRequest] = []
-    summary: ServeSummary | None = None
-    memory: ServeMemory | None = None
-    error: str | None = None
-    for m in LINE_RE.finditer(USERTRAP_RE.sub("", text)):
-        line = m.group(0).rstrip()
-        body = m.group(1).rstrip()
-        kind, _, rest = body.partition(" ")
-        if error is not None:
-            raise ServeParseError("a line after the error", line)
-        if body == "loading LLM assets...":
-            continue
-        if kind == "error:":
-            error = rest
-        elif kind == "workload":
-            workload = _fields(rest, ("name", "requests", "longest_max_len"), line)
-        elif kind == "start":
-            if workload is None:
-                raise ServeParseError("start before workload", line)
-            start = ServeStart(workload=str(workload["name"]),  # type: ignore[arg-type]
-                               requests=int(workload["requests"]),
-                               longest_max_len=int(workload["longest_max_len"]),
-                               **_fields(rest, _START_KEYS, line))
-        elif kind in EVENT_KINDS:
-            if start is None or requests:
-                raise ServeParseError("an event outside the serving phase", line)
-            events.append(_event(kind, rest, line))
-        elif kind == "request":
-            requests.append(ServeRequest(**_fields(rest, _REQUEST_KEYS, line)))  # type: ignore[arg-type]
-        elif kind == "SERVE_SUMMARY":
-            summary = ServeSummary(**_fields(rest, _SUMMARY_KEYS, line))  # type: ignore[arg-type]
-        elif kind == "memory":
-            if summary is None:
-                raise ServeParseError("memory before SERVE_SUMMARY", line)
-            memory = ServeMemory(**_fields(rest, _MEMORY_KEYS, line))  # type: ignore[arg-type]
-        else:
-            raise ServeParseError(f"unknown line kind {kind!r}", line)
-    if error is None and memory is None:
-        raise ServeParseError("the run ended without SERVE_SUMMARY and memory lines (or an error)")
-    return ServeResult(start, tuple(events), tuple(requests), summary, memory, error)
-
+from nexos.config import BuildConfig
+from nexos.parse import ParseError, find_panic, parse_serve
+from nexos.records import ServeRecord, ServeResult
 
 # --------------------------------------------------------------------------- the timeline
 
@@ -510,7 +227,7 @@ def run_serve(open_shell: OpenShell, lazy: int, cow: int, cpus: int, args: Seque
     """Boot (lazy, cow, cpus) with open_shell, run smolserve once, parse. The exceptions in
     `errors` (the session's own) become the record's problem."""
     cmd = serve_command(args)
-    name = f"lazy{lazy}-cow{cow}"
+    name = BuildConfig(lazy, cow, cpus=cpus).name
     t0 = time.monotonic()
     try:
         with open_shell(lazy, cow, cpus) as sh:
@@ -521,16 +238,14 @@ def run_serve(open_shell: OpenShell, lazy: int, cow: int, cpus: int, args: Seque
         return ServeRecord(name, lazy, cow, cpus, cmd, time.monotonic() - t0, str(e), None,
                            evidence)
     seconds = time.monotonic() - t0
-    faults = find_faults(text)
     try:
         result = parse_serve(text)
-    except ServeParseError as e:
-        return ServeRecord(name, lazy, cow, cpus, cmd, seconds, f"{e} ({e.line!r})", None,
-                           text[-2000:])
+    except ParseError as e:
+        return ServeRecord(name, lazy, cow, cpus, cmd, seconds, str(e), None, text[-2000:])
     # usertrap lines are workers killed for want of memory (the server runs them again;
     # a killed server would leave no SERVE_SUMMARY): only a panic is a problem here
-    panics = [f for f in faults if f.startswith("panic")]
-    problem = f"kernel {panics[0]}" if panics else None
+    panic = find_panic(text)
+    problem = f"kernel {panic}" if panic else None
     return ServeRecord(name, lazy, cow, cpus, cmd, seconds, problem, result,
                        text[-2000:] if problem else "")
 
