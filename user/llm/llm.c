@@ -5,7 +5,7 @@
 #include "kernel/stat.h"
 #include "kernel/fcntl.h"
 #include "user/user.h"
-#include "user/llm.h"
+#include "user/llm/llm.h"
 
 // The numerics must round exactly like the numpy reference (nexos.model.reference):
 // a*b+c is a multiply rounded to float then an add, never a fused multiply-add.
