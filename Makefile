@@ -109,7 +109,9 @@ $(B)/kernel: $(KOBJS) kernel/kernel.ld
 
 # ---------------------------------------------------------------- user programs
 
-include user/user.mk
+# (-include: the model targets work in a folder that holds only this Makefile; an image
+# needs the lists, see image.list below)
+-include user/user.mk
 ULIB := $(patsubst %.c,$(B)/obj/%.o,$(ULIB_SRCS)) $(patsubst %.S,$(B)/obj/%.o,$(ULIB_ASM))
 # testlib is an archive: a test program that uses none of it gets none of it.
 TESTLIB := $(B)/obj/user/tests/libtest.a
@@ -206,7 +208,7 @@ IMAGE_UPROGS := $(filter-out $(patsubst %,$(B)/user/_%,$(EXTRA_REPLACES)),$(UPRO
 SMOLPROBE_BIN := $(if $(filter smolprobe,$(EXTRA_NAMES)),$(B)/extra,$(B)/user)/_smolprobe
 SMOL_ALIAS := $(if $(filter smol_probe,$(EXTRA_NAMES)),,$(if $(filter smolprobe,$(UPROG_NAMES) $(EXTRA_NAMES)),smol_probe=$(SMOLPROBE_BIN)))
 IMAGE_FILES = $(IMAGE_UPROGS) $(EXTRA_BINS) README=README.md $(SMOL_ALIAS)
-$(B)/image.list: FORCE
+$(B)/image.list: user/user.mk FORCE
 	@mkdir -p $(@D)
 	@echo '$(IMAGE_FILES)' > $@.new
 	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
