@@ -63,6 +63,7 @@ endif
 CC = $(strip $(CCACHE) $(TOOLPREFIX)gcc)
 LD = $(TOOLPREFIX)ld
 OBJDUMP = $(TOOLPREFIX)objdump
+AR = $(TOOLPREFIX)ar
 HOSTCC ?= gcc
 
 CFG := lazy$(LAZY_ALLOC)-cow$(COW_ALLOC)$(if $(filter-out $(DEFAULT_MEMSIZE),$(MEMSIZE)),-mem$(MEMSIZE))
@@ -108,21 +109,26 @@ $(B)/kernel: $(KOBJS) kernel/kernel.ld
 
 # ---------------------------------------------------------------- user programs
 
-ULIB_SRCS := user/ulib.c user/printf.c user/umalloc.c user/umath.c
-ULIB := $(patsubst user/%.c,$(B)/obj/user/%.o,$(ULIB_SRCS)) $(B)/obj/user/usys.o
-# The model library (user/llm.h: loader, forward, sampler; the tokenizer) is linked only
-# into the programs LLM_PROGS names; every other user/*.c is one program by itself.
-LLM_SRCS := user/llm.c user/tokenizer.c user/unicode_classes.c
-LLM_OBJS := $(patsubst user/%.c,$(B)/obj/user/%.o,$(LLM_SRCS))
-LLM_PROGS := smolprobe tokcheck smolserve
-UPROG_SRCS := $(filter-out $(ULIB_SRCS) $(LLM_SRCS),$(wildcard user/*.c))
-UPROGS := $(patsubst user/%.c,$(B)/user/_%,$(UPROG_SRCS))
-LLM_BINS := $(filter $(patsubst %,$(B)/user/_%,$(LLM_PROGS)),$(UPROGS))
+# (-include: the model targets work in a folder that holds only this Makefile; an image
+# needs the lists, see image.list below)
+-include user/user.mk
+ULIB := $(patsubst %.c,$(B)/obj/%.o,$(ULIB_SRCS)) $(patsubst %.S,$(B)/obj/%.o,$(ULIB_ASM))
+# testlib is an archive: a test program that uses none of it gets none of it.
+TESTLIB := $(B)/obj/user/tests/libtest.a
+LLM_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(LLM_SRCS))
+CLASSIC_BINS := $(patsubst %,$(B)/user/_%,$(CLASSIC_PROGS))
+TEST_BINS := $(patsubst %,$(B)/user/_%,$(TEST_PROGS))
+FOLDER_BINS := $(patsubst %,$(B)/user/_%,$(FOLDER_PROGS))
+LLM_BINS := $(patsubst %,$(B)/user/_%,$(LLM_PROGS))
+UPROG_NAMES := $(CLASSIC_PROGS) $(TEST_PROGS) $(FOLDER_PROGS)
+# on the image in name order, as mkfs numbers the inodes
+UPROGS := $(patsubst %,$(B)/user/_%,$(sort $(UPROG_NAMES)))
 
 # User programs see the configured RAM size too: PHYSTOP in kernel/memlayout.h follows
 # MEMSIZE_MB for the kernel and user programs alike (docs/userland.md). The build folder is
 # per MEMSIZE, so objects of different sizes never mix.
 UCFLAGS += -DMEMSIZE_MB=$(MEMSIZE)
+ULINK = $(LD) -z max-page-size=4096 -T user/user.ld -o $@
 
 $(B)/obj/user/%.o: user/%.c
 	@mkdir -p $(@D)
@@ -132,15 +138,29 @@ $(B)/obj/user/%.o: user/%.S
 	@mkdir -p $(@D)
 	$(CC) $(UCFLAGS) -c -o $@ $<
 
-$(B)/user/_%: $(B)/obj/user/%.o $(ULIB) user/user.ld
-	@mkdir -p $(@D)
-	$(LD) -z max-page-size=4096 -T user/user.ld -o $@ $< $(ULIB)
+$(TESTLIB): $(patsubst %.c,$(B)/obj/%.o,$(TESTLIB_SRCS))
+	rm -f $@
+	$(AR) rcs $@ $^
 
-# A program of several files: its own .c, then the model library (a static pattern rule,
-# so it wins over the one-file rule above).
-$(LLM_BINS): $(B)/user/_%: $(B)/obj/user/%.o $(LLM_OBJS) $(ULIB) user/user.ld
+# A program links its own objects, then the model library if LLM_PROGS names it, then
+# testlib (for a test program), then the user library.
+$(LLM_BINS): PROG_LLM = $(LLM_OBJS)
+$(LLM_BINS): $(LLM_OBJS)
+
+$(CLASSIC_BINS): $(B)/user/_%: $(B)/obj/user/%.o $(ULIB) user/user.ld
 	@mkdir -p $(@D)
-	$(LD) -z max-page-size=4096 -T user/user.ld -o $@ $< $(LLM_OBJS) $(ULIB)
+	$(ULINK) $< $(ULIB)
+
+$(TEST_BINS): $(B)/user/_%: $(B)/obj/user/tests/%.o $(TESTLIB) $(ULIB) user/user.ld
+	@mkdir -p $(@D)
+	$(ULINK) $< $(PROG_LLM) $(TESTLIB) $(ULIB)
+
+# A folder program: every .c of user/NAME/.
+folder_objs = $(patsubst %.c,$(B)/obj/%.o,$(sort $(wildcard user/$(1)/*.c)))
+.SECONDEXPANSION:
+$(FOLDER_BINS): $(B)/user/_%: $$(call folder_objs,$$*) $(ULIB) user/user.ld
+	@mkdir -p $(@D)
+	$(ULINK) $(call folder_objs,$*) $(PROG_LLM) $(ULIB)
 
 # EXTRA_UPROGS='path/a.c path/b.c': programs from single C files outside the tree (a course's
 # hidden tests, written against stock xv6), compiled against the same user ABI and put on the
@@ -156,7 +176,7 @@ EXTRA_BINS := $(patsubst %,$(B)/extra/_%,$(EXTRA_NAMES))
 ifneq ($(words $(EXTRA_NAMES)),$(words $(sort $(EXTRA_NAMES))))
 $(error EXTRA_UPROGS: two files with the same name in '$(strip $(EXTRA_UPROGS))')
 endif
-EXTRA_REPLACES := $(filter $(EXTRA_NAMES),$(basename $(notdir $(UPROG_SRCS))))
+EXTRA_REPLACES := $(filter $(EXTRA_NAMES),$(UPROG_NAMES))
 ifneq ($(NEED_TOOLCHAIN),)
 $(foreach n,$(EXTRA_REPLACES),$(info EXTRA_UPROGS: $(filter %/$(n).c $(n).c,$(EXTRA_UPROGS)) replaces the built-in $(n)))
 endif
@@ -170,7 +190,7 @@ $(foreach src,$(EXTRA_UPROGS),$(eval $(call extra_prog,$(src))))
 
 $(B)/extra/_%: $(B)/obj/extra/%.o $(ULIB) user/user.ld
 	@mkdir -p $(@D)
-	$(LD) -z max-page-size=4096 -T user/user.ld -o $@ $< $(ULIB)
+	$(ULINK) $< $(ULIB)
 
 # ---------------------------------------------------------------- file-system images
 
@@ -186,9 +206,9 @@ IMAGE_UPROGS := $(filter-out $(patsubst %,$(B)/user/_%,$(EXTRA_REPLACES)),$(UPRO
 # /smol_probe is a second copy of smolprobe (of the extra one if it replaces the built-in),
 # unless an extra program takes that name itself.
 SMOLPROBE_BIN := $(if $(filter smolprobe,$(EXTRA_NAMES)),$(B)/extra,$(B)/user)/_smolprobe
-SMOL_ALIAS := $(if $(filter smol_probe,$(EXTRA_NAMES)),,$(if $(wildcard user/smolprobe.c),smol_probe=$(SMOLPROBE_BIN)))
+SMOL_ALIAS := $(if $(filter smol_probe,$(EXTRA_NAMES)),,$(if $(filter smolprobe,$(UPROG_NAMES) $(EXTRA_NAMES)),smol_probe=$(SMOLPROBE_BIN)))
 IMAGE_FILES = $(IMAGE_UPROGS) $(EXTRA_BINS) README=README.md $(SMOL_ALIAS)
-$(B)/image.list: FORCE
+$(B)/image.list: user/user.mk FORCE
 	@mkdir -p $(@D)
 	@echo '$(IMAGE_FILES)' > $@.new
 	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
@@ -288,4 +308,4 @@ distclean: clean
 help:
 	@sed -n '1,12p' Makefile
 
--include $(wildcard $(B)/obj/kernel/*.d $(B)/obj/user/*.d)
+-include $(wildcard $(B)/obj/kernel/*.d $(B)/obj/user/*.d $(B)/obj/user/*/*.d)

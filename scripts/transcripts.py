@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/transcripts.py [--host] [--guest] [--out DIR] [--only NAME]
 
---host (the default when neither is given) builds user/smolprobe.c unchanged for Linux
+--host (the default when neither is given) builds user/smolprobe/ unchanged for Linux
 (tests/host) and runs every mode of docs/smolprobe.md ("Output") on synthetic checkpoints
 it makes deterministically (`nexos model synth`). --guest boots each kernel configuration in
 QEMU (QemuSession; each configuration is built first, `make ... llm` with the real model
@@ -165,7 +165,7 @@ CONSOLE_CASES = (
 
 
 def host_header(case: HostCase, status: int) -> str:
-    return (f"{HEADER} --host | tests/host build of user/smolprobe.c | exit={status} | "
+    return (f"{HEADER} --host | tests/host build of user/smolprobe/ | exit={status} | "
             f"model {case.model.name}.bin: {case.model.describe()} | "
             f"$ smolprobe --model {case.model.name}.bin {case.args}")
 

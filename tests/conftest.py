@@ -274,7 +274,7 @@ def readme_grade(build_kernel, tmp_path_factory: pytest.TempPathFactory) -> Grad
 @pytest.fixture(scope="session")
 def host_programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder of the host build (tests/host/Makefile: smolprobe with its test hooks,
-    mathcheck, tokcheck, fdtcheck), made once per session and worker."""
+    mathcheck, tokcheck, kvcheck, fdtcheck), made once per session and worker."""
     if shutil.which("gcc") is None:
         pytest.skip("needs the host gcc")
     out = tmp_path_factory.mktemp("host")

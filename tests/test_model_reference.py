@@ -88,7 +88,7 @@ def test_cli_synth_ref_and_errors(tmp_path, tiny):
         assert r.exception is None or isinstance(r.exception, SystemExit)
 
 
-# Scalar float32 versions of smolprobe's C loops (user/smolprobe.c), one rounding per
+# Scalar float32 versions of the model library's C loops (user/llm/llm.c), one rounding per
 # operation, to pin the reference's summation order (docs/checkpoint.md "Float arithmetic,
 # exactly"). BLAS, dot or einsum would sum in another order and fail these.
 

@@ -1,7 +1,7 @@
 """smolprobe inside NexOS (QEMU): KV page accounting, numerics, importer round trip, errors.
 
-Every expected number is computed here: page counts from the KV layout of docs/smolprobe.md
-(nexos.kvcache plus `distinct_kv_pages` below), tokens and logits from the numpy reference
+Every expected number is computed here: page counts from the KV layout of docs/kvcache.md
+(nexos.kvcache), tokens and logits from the numpy reference
 (nexos.model), whose arithmetic mirrors smolprobe's C operation for operation
 (docs/checkpoint.md "Float arithmetic, exactly"). The only literals are the seed run's
 figures (2880 pages, 180 active, 93%: docs/smolprobe.md, "The seed run").
@@ -36,7 +36,13 @@ from safetensors.numpy import save_file
 
 from nexos.build import default_model as makefile_default_model
 from nexos.config import BuildConfig
-from nexos.kvcache import PAGE, KvShape, active_pages_est, expected_verdict, max_kv_pages
+from nexos.kvcache import (
+    KvShape,
+    active_pages_est,
+    distinct_kv_pages,
+    expected_verdict,
+    max_kv_pages,
+)
 from nexos.model import generate, load_checkpoint
 from nexos.model.format import Checkpoint, ModelConfig
 from nexos.model.hf_import import import_hf
@@ -53,18 +59,6 @@ FULL_RUN_TIMEOUT = 400.0                              # one full-size run under 
 
 
 # ------------------------------------------------------------------------ expectations
-
-def distinct_kv_pages(shape: KvShape, rows: int) -> int:
-    """Pages of the reservation that rows [0, rows) of the 2*n_layers regions touch, each
-    page counted once (regions smaller than a page share pages; active_pages_est does not
-    notice, the page table does)."""
-    row_bytes = shape.kv_dim * 4
-    pages: set[int] = set()
-    for r in range(2 * shape.n_layers):
-        start = r * shape.region_bytes
-        pages.update(range(start // PAGE, (start + rows * row_bytes - 1) // PAGE + 1))
-    return len(pages)
-
 
 def check_accounting(res: SmolprobeResult, shape: KvShape, rows: int, lazy: bool) -> None:
     """The page numbers of one run against the formulas of docs/smolprobe.md."""

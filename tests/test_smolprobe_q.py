@@ -1,6 +1,6 @@
 """smolprobe's Q8_0/Q4_1 path on the host: version 2 checkpoints, the integer matvec.
 
-The host build of user/smolprobe.c and the model library (tests/host) must print tokens and
+The host build of user/smolprobe/ and the model library (tests/host) must print tokens and
 final logits bit-for-bit equal to the numpy reference's integer arithmetic
 (``reference.generate(..., arith="int")``, docs/checkpoint.md "Quantized matvec in
 integers") on small version 2 checkpoints that mix every weight type (written with

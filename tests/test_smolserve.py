@@ -1,8 +1,8 @@
 """smolserve (docs/smolserve.md): a KV-cache server inside NexOS, in all four configurations.
 
 Every expected number is computed here: the KV page counts from the checkpoint's geometry
-and docs/smolprobe.md's layout (nexos.kvcache), the generated workload from its seed (the
-same xorshift64* draw as user/smolserve.c, written again below), the admission decisions
+and docs/kvcache.md's layout (nexos.kvcache), the generated workload from its seed (the
+same xorshift64* draw as user/smolserve/workload.c, written again below), the admission decisions
 from the kernel's own figures on the admit/queue lines (docs/smolserve.md, "Admission").
 The only literals are seed32's request sizes (docs/smolserve.md, "Workloads"). Workloads
 are short (a few tokens each, small max lengths except seed32's) so the file runs in a few
@@ -24,7 +24,7 @@ import pytest
 
 from conftest import BY_DESIGN
 from nexos.config import BuildConfig
-from nexos.kvcache import PAGE, KvShape, max_kv_pages
+from nexos.kvcache import PAGE, KvShape, distinct_kv_pages, max_kv_pages
 from nexos.parse import ParseError, parse_serve
 from nexos.qemu import QemuSession
 from nexos.records import ServeEvent, ServeRecord, ServeResult
@@ -105,16 +105,6 @@ def shape(max_len: int) -> KvShape:
     return base.with_seq_len(max_len)
 
 
-def needed_pages(s: KvShape, rows: int) -> int:
-    """Distinct pages rows [0, rows) of the 2*n_layers regions touch (page-aligned base)."""
-    row = s.kv_dim * 4
-    pages: set[int] = set()
-    for r in range(2 * s.n_layers):
-        start = r * s.region_bytes
-        pages.update(range(start // PAGE, (start + rows * row - 1) // PAGE + 1))
-    return len(pages)
-
-
 # ------------------------------------------------------------------------ the checks
 
 def check_requests(res: ServeResult, work: list[Req], lazy: int, filled: bool = False) -> None:
@@ -129,9 +119,9 @@ def check_requests(res: ServeResult, work: list[Req], lazy: int, filled: bool = 
         want = dict(max_len=w.max_len, prompt=w.prompt, generated=w.gen,
                     reserved_slots=w.max_len, used_slots=used,
                     internal_waste_slots=w.max_len - used, reserved_kv_pages=reserved,
-                    mapped_kv_pages=needed_pages(s, used) if lazy and not (
+                    mapped_kv_pages=distinct_kv_pages(s, used) if lazy and not (
                         filled and line.attempts == 1) else reserved,
-                    needed_kv_pages=needed_pages(s, used))
+                    needed_kv_pages=distinct_kv_pages(s, used))
         assert {k: getattr(line, k) for k in want} == want, line
 
 
@@ -367,7 +357,7 @@ def test_nexos_serve_json_carries_every_figure(build_kernel) -> None:
             used = w.prompt + w.gen
             assert line["used_slots"] == used
             assert line["reserved_kv_pages"] == max_kv_pages(s)
-            assert line["mapped_kv_pages"] == (needed_pages(s, used) if cfg.lazy
+            assert line["mapped_kv_pages"] == (distinct_kv_pages(s, used) if cfg.lazy
                                                else max_kv_pages(s))
         kinds = {e["kind"] for e in r["events"]}
         assert {"admit", "finish"} <= kinds

@@ -1,11 +1,12 @@
-"""The guest's byte-level BPE tokenizer (user/tokenizer.c, docs/tokenizer.md) against
+"""The guest's byte-level BPE tokenizer (user/llm/tokenizer.c, docs/tokenizer.md) against
 Hugging Face's `tokenizers` as the reference.
 
-user/tokcheck.c is compiled unchanged on the host against tests/host/shim.c with
-user/tokenizer.c and user/unicode_classes.c. The reference is a `tokenizers.Tokenizer` built
-from the same vocab and merges with SmolLM2's pre-tokenizer (Digits(individual_digits=True)
-then ByteLevel(add_prefix_space=False, use_regex=True)), the ByteLevel decoder, and the
-GGUF's control tokens as special added tokens. A synthetic tokenizer (merges learnt here
+user/tests/tokcheck.c is compiled unchanged on the host against tests/host/shim.c with the
+model library (user/llm/, whose tokenizer is user/llm/tokenizer.c and
+user/llm/unicode_classes.c). The reference is a `tokenizers.Tokenizer` built from the same
+vocab and merges with SmolLM2's pre-tokenizer (Digits(individual_digits=True) then
+ByteLevel(add_prefix_space=False, use_regex=True)), the ByteLevel decoder, and the GGUF's
+control tokens as special added tokens. A synthetic tokenizer (merges learnt here
 from a small text) needs no GGUF; the SmolLM2 tests skip when its GGUF is not found.
 """
 
@@ -80,7 +81,7 @@ def reference(spec: TokenizerSpec) -> Tokenizer:
 
 @pytest.fixture(scope="session")
 def tokcheck(host_programs: Path) -> Path:
-    """user/tokcheck.c built for the host (docs/tokenizer.md)."""
+    """user/tests/tokcheck.c built for the host (docs/tokenizer.md)."""
     return host_programs / "tokcheck"
 
 
@@ -341,9 +342,9 @@ def test_pre_tokenizer_fuzz_equals_reference(tokcheck, synth, tmp_path):
 
 
 def test_unicode_table_is_current():
-    """user/unicode_classes.c is what scripts/gen_unicode.py makes from this Python's
+    """user/llm/unicode_classes.c is what scripts/gen_unicode.py makes from this Python's
     unicodedata (skipped under a Python with another Unicode version)."""
-    text = (ROOT / "user/unicode_classes.c").read_text()
+    text = (ROOT / "user/llm/unicode_classes.c").read_text()
     version = text.split('uni_version[] = "', 1)[1].split('"', 1)[0]
     if version != unicodedata.unidata_version:
         pytest.skip(f"the table is Unicode {version}, this Python has "

@@ -1,4 +1,5 @@
-"""Expected KV-cache page counts (docs/smolprobe.md), computed from the model shape.
+"""Expected KV-cache page counts (docs/kvcache.md), computed from the model shape: the
+Python twin of user/llm/kv.c, which tests/test_kvcache.py holds equal to it.
 
 The KV cache is one page-aligned sbrk reservation laid out as key[layer][seq][kv_dim] then
 value[layer][seq][kv_dim], float32. That is 2*n_layers regions of seq_len*kv_dim*4 bytes each;
@@ -7,9 +8,10 @@ region r starts at byte r*seq_len*kv_dim*4 of the reservation.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from pathlib import Path
+
+from nexos.model.format import read_header
 
 PAGE = 4096
 FLOAT_BYTES = 4
@@ -38,12 +40,10 @@ class KvShape:
 
     @classmethod
     def from_checkpoint(cls, path: Path, seq_len: int = 256) -> KvShape:
-        """Read the dimensions from a NexOS checkpoint header (docs/checkpoint.md)."""
-        head = Path(path).read_bytes()[:64]
-        if len(head) < 60 or head[:8] != b"NEXOSLM\0":
-            raise ValueError(f"{path}: not a NexOS checkpoint (bad magic)")
-        dim, _hidden, n_layers, n_heads, n_kv_heads = struct.unpack_from("<5I", head, 12)
-        return cls(n_layers, n_kv_heads, dim // n_heads, seq_len)
+        """Read the dimensions from a NexOS checkpoint header (docs/checkpoint.md); raises
+        nexos.model.CheckpointError for a file that is not one."""
+        cfg = read_header(path)
+        return cls(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, seq_len)
 
 
 def max_kv_pages(shape: KvShape) -> int:
@@ -52,18 +52,30 @@ def max_kv_pages(shape: KvShape) -> int:
     return -(-total // PAGE)
 
 
-def active_pages_est(shape: KvShape, rows: int) -> int:
-    """Pages that rows [0, rows) span, summed over the 2*n_layers regions."""
-    if rows <= 0:
-        return 0
-    rows = min(rows, shape.seq_len)
+def _region_spans(shape: KvShape, rows: int) -> list[tuple[int, int]]:
+    """The first and last page that rows [0, rows) of each region touch, region by region
+    (rows clamped to [0, seq_len]; no spans for no rows)."""
+    rows = max(0, min(rows, shape.seq_len))
+    if rows == 0:
+        return []
     row_bytes = shape.kv_dim * FLOAT_BYTES
-    pages = 0
-    for r in range(2 * shape.n_layers):
-        start = r * shape.region_bytes
-        end = start + rows * row_bytes  # exclusive
-        pages += (end - 1) // PAGE - start // PAGE + 1
-    return pages
+    starts = (r * shape.region_bytes for r in range(2 * shape.n_layers))
+    return [(s // PAGE, (s + rows * row_bytes - 1) // PAGE) for s in starts]
+
+
+def active_pages_est(shape: KvShape, rows: int) -> int:
+    """Pages that rows [0, rows) span, summed over the 2*n_layers regions (kv_region_pages:
+    a page two regions share counts twice)."""
+    return sum(last - first + 1 for first, last in _region_spans(shape, rows))
+
+
+def distinct_kv_pages(shape: KvShape, rows: int) -> int:
+    """Distinct pages that rows [0, rows) touch, each once (kv_distinct_pages): what the
+    page table maps for them under lazy allocation."""
+    pages: set[int] = set()
+    for first, last in _region_spans(shape, rows):
+        pages.update(range(first, last + 1))
+    return len(pages)
 
 
 def saved_percent(max_pages: int, actual: int) -> int:

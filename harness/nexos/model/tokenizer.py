@@ -1,5 +1,5 @@
 """The tokenizer blob (docs/tokenizer.md): a GGUF's byte-level BPE tokenizer, laid out so
-that user/tokenizer.c encodes and decodes straight from memory.
+that user/llm/tokenizer.c encodes and decodes straight from memory.
 
 The GGUF stores GPT-2 style tokens: every byte of real text is spelled by one printable
 character (GPT-2's byte-to-unicode table). Here that spelling is undone, so the blob holds
@@ -274,7 +274,7 @@ def read_gguf_tokenizer(gguf_path: str | os.PathLike[str]) -> TokenizerSpec:
 # ---------------------------------------------------------------- the blob
 
 def pair_hash(left: int, right: int) -> int:
-    """The 32-bit hash of a merge's (left id, right id), as user/tokenizer.c computes it."""
+    """The 32-bit hash of a merge's (left id, right id), as user/llm/tokenizer.c computes it."""
     h = ((left * 0x9E3779B1) + right) & 0xFFFFFFFF
     h = (h * 0x85EBCA77) & 0xFFFFFFFF
     return h ^ (h >> 15)

@@ -5,7 +5,7 @@
 #include "kernel/stat.h"
 #include "kernel/fcntl.h"
 #include "user/user.h"
-#include "user/tokenizer.h"
+#include "user/llm/tokenizer.h"
 
 #define MAGIC "NEXOSTOK"
 #define VERSION 1

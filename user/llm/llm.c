@@ -1,11 +1,11 @@
-// The model library (user/llm.h): checkpoint loader, neural-net blocks, forward(), sampler.
+// The model library (user/llm/llm.h): checkpoint loader, neural-net blocks, forward(), sampler.
 // Read top to bottom; the header says what each public function does, the comments here
 // how. The numerics are docs/checkpoint.md's, bit for bit with nexos.model.reference.
 #include "kernel/types.h"
 #include "kernel/stat.h"
 #include "kernel/fcntl.h"
 #include "user/user.h"
-#include "user/llm.h"
+#include "user/llm/llm.h"
 
 // The numerics must round exactly like the numpy reference (nexos.model.reference):
 // a*b+c is a multiply rounded to float then an add, never a fused multiply-add.
@@ -706,7 +706,7 @@ group_dot_plain(const uchar *q, const signed char *x, int n)
   return sum;
 }
 
-// The packed int8 step (word_lanes, unpack_lanes: user/llm.h) gives two products per
+// The packed int8 step (word_lanes, unpack_lanes: user/llm/llm.h) gives two products per
 // multiply; this is why the loader biases the weights: masked bytes are unsigned.
 
 // out[r] = W[r] . x for an int8 matrix with the input prepared by prepare_input.

@@ -1,48 +1,22 @@
-// testlib.h: the small test harness shared by NexOS's test programs (usertests, stress,
-// lazytests, cowtests, fptest). Header-only: every user/*.c file becomes a program, so the
-// shared code lives here as static functions.
-//
-// A test is a function run in a child process of the runner. It passes by returning (the
-// runner then prints "test <name>: OK"); it fails with FAIL()/CHECK(), which print
-// "test <name>: FAILED <why>" and exit the child with status 1. Any other exit status (-1 when
-// the kernel killed the test process) is reported by the runner. After all tests, the runner
-// compares the allocator's free-page count with the one it saw at the start ("leakcheck") and
-// prints the verdict line ALL TESTS PASSED or SOME TESTS FAILED as the very last line.
+// testlib.c: the test runner and helpers of user/tests/testlib.h, linked into every test
+// program.
+#include "user/tests/testlib.h"
 
-#include "kernel/types.h"
-#include "kernel/stat.h"
-#include "kernel/fcntl.h"
-#include "kernel/memstat.h"
-#include "kernel/param.h"
-#include "kernel/memlayout.h"
-#include "kernel/riscv.h"
-#include "user/user.h"
-
-// One named test; quick tests make up the -q subset.
-struct test {
-  const char *name;
-  void (*fn)(void);
-  int quick;
-};
-
-static const char *tl_name = "?";   // the test running in this process (for FAIL)
-static char tl_self[MAXPATH];       // absolute path of this program, for exec tests
+const char *tl_name = "?";
+char tl_self[MAXPATH];
 static uint64 tl_stacktop;          // top of the user stack, seen at main's entry
 
-#define FAIL(...) do { \
-    printf("test %s: FAILED ", tl_name); printf(__VA_ARGS__); printf("\n"); exit(1); \
-  } while (0)
-#define CHECK(c, ...) do { if (!(c)) FAIL(__VA_ARGS__); } while (0)
-
 // Fill *m with a memstat snapshot; a failing memstat fails the test.
-static __attribute__((unused)) void snap(struct memstat *m)
+void 
+snap(struct memstat *m)
 {
   if (memstat(m) < 0)
     FAIL("memstat() returned -1");
 }
 
 // The current stack pointer.
-static __attribute__((unused)) inline uint64 tl_sp(void)
+static uint64
+tl_sp(void)
 {
   uint64 x;
   asm volatile("mv %0, sp" : "=r"(x));
@@ -51,14 +25,16 @@ static __attribute__((unused)) inline uint64 tl_sp(void)
 
 // The stack guard page: the page right under the USERSTACK stack pages (docs/memory.md,
 // memlayout.h). tl_init() must have recorded the stack top.
-static __attribute__((unused)) uint64 guard_page(void)
+uint64 
+guard_page(void)
 {
   return tl_stacktop - (USERSTACK + 1) * PGSIZE;
 }
 
 // Record what the helpers need: the program's absolute path and the stack top.
 // Call first thing in main.
-static __attribute__((unused)) void tl_init(char *argv0)
+void 
+tl_init(char *argv0)
 {
   tl_stacktop = PGROUNDUP(tl_sp());
   if (argv0[0] == '/') {
@@ -72,14 +48,16 @@ static __attribute__((unused)) void tl_init(char *argv0)
 // A deterministic pseudo-random generator (xorshift64*); seed with tl_srand.
 static uint64 tl_rstate = 88172645463325252UL;
 
-static __attribute__((unused)) void tl_srand(uint64 seed)
+void 
+tl_srand(uint64 seed)
 {
   tl_rstate = seed * 2654435761UL + 0x9E3779B97F4A7C15UL;
   if (tl_rstate == 0)
     tl_rstate = 1;
 }
 
-static __attribute__((unused)) uint64 rnd(void)
+uint64 
+rnd(void)
 {
   tl_rstate ^= tl_rstate >> 12;
   tl_rstate ^= tl_rstate << 25;
@@ -89,7 +67,8 @@ static __attribute__((unused)) uint64 rnd(void)
 
 // Fork a child that runs fn(arg) and then exits 0. Returns the exit status wait() reported
 // (-1 when the kernel killed it), or fails the test when fork/wait misbehave.
-static __attribute__((unused)) int child_status(void (*fn)(uint64), uint64 arg)
+int 
+child_status(void (*fn)(uint64), uint64 arg)
 {
   int pid, st = 12345;
   pid = fork();
@@ -103,7 +82,8 @@ static __attribute__((unused)) int child_status(void (*fn)(uint64), uint64 arg)
 }
 
 // Check that the kernel still works after something nasty: a fork/exit/wait round trip.
-static __attribute__((unused)) void kernel_alive(void)
+void 
+kernel_alive(void)
 {
   int pid, st = 0;
   pid = fork();
@@ -113,14 +93,9 @@ static __attribute__((unused)) void kernel_alive(void)
   CHECK(wait(&st) == pid && st == 42, "fork/wait round trip broken (status %d)", st);
 }
 
-// The byte a test file holds at offset i (content depends on a per-file seed).
-static __attribute__((unused)) inline char pattern(int seed, uint64 i)
-{
-  return (char)((i * 7 + (uint64)seed * 131 + (i >> 10)) & 0xff);
-}
-
 // Create (or truncate) path and write n pattern bytes in chunks; fails the test on error.
-static __attribute__((unused)) void make_file(const char *path, int n, int seed)
+void 
+make_file(const char *path, int n, int seed)
 {
   static char buf[4096];
   int fd, done = 0;
@@ -137,7 +112,8 @@ static __attribute__((unused)) void make_file(const char *path, int n, int seed)
 }
 
 // Read path back and check it holds exactly n pattern bytes.
-static __attribute__((unused)) void check_file(const char *path, int n, int seed)
+void 
+check_file(const char *path, int n, int seed)
 {
   static char buf[4096];
   int fd, r, done = 0;
@@ -155,7 +131,8 @@ static __attribute__((unused)) void check_file(const char *path, int n, int seed
 
 // Run one test in a child; returns 1 when it passed. With leakcheck, the free-page count
 // after the child is reaped must equal the one before the fork.
-static __attribute__((unused)) int tl_run_one(const struct test *t, int leakcheck)
+static int
+tl_run_one(const struct test *t, int leakcheck)
 {
   struct memstat a, b;
   int pid, st = 0;
@@ -192,7 +169,8 @@ static __attribute__((unused)) int tl_run_one(const struct test *t, int leakchec
 
 // Run the tests (all, the quick ones with -q, or the one named by an argument), then the
 // final leak check, and print the verdict. Returns the exit status for main (0 or 1).
-static __attribute__((unused)) int run_tests(const struct test *tests, int argc, char **argv, int leakcheck_each)
+int 
+run_tests(const struct test *tests, int argc, char **argv, int leakcheck_each)
 {
   struct memstat m0, m1;
   const char *only = 0;

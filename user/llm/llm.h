@@ -1,6 +1,6 @@
-// The model library: a SmolLM/Llama-architecture transformer in one C file (user/llm.c),
+// The model library: a SmolLM/Llama-architecture transformer in one C file (user/llm/llm.c),
 // for the NexOS programs that run one (smolprobe, smolserve) and the tokenizer it carries
-// (user/tokenizer.h). docs/checkpoint.md defines the file and every rounding of the maths.
+// (user/llm/tokenizer.h). docs/checkpoint.md defines the file and every rounding of the maths.
 //
 // In reading order, as in a one-file inference program: the model (config, weights, the
 // checkpoint loader), the neural-net blocks (rmsnorm, softmax, the matvecs, embedding,
@@ -96,7 +96,7 @@ struct model {
   struct weights w;
   uchar *file;       // the whole checkpoint
   int *types;        // [n_blocks] the weight type of each block, in file order
-  const uchar *tok_blob; // the tokenizer blob in the file (user/tokenizer.h), or 0
+  const uchar *tok_blob; // the tokenizer blob in the file (user/llm/tokenizer.h), or 0
   uint tok_size;
 };
 

@@ -9,7 +9,7 @@
 // and the last line is ALL TESTS PASSED or SOME TESTS FAILED (exit status 0 or 1).
 // Test files are created in the current directory with names starting "ut".
 
-#include "user/testlib.h"
+#include "user/tests/testlib.h"
 
 #define WILD 0xffffffffffffUL   // far above MAXVA
 

@@ -11,7 +11,7 @@
 // the stack page is itself COW, so the first snapshot may cause one COW fault of its own.
 // snap2() takes two snapshots and keeps the second, a baseline with the stack page private.
 
-#include "user/testlib.h"
+#include "user/tests/testlib.h"
 
 static void snap2(struct memstat *m)
 {

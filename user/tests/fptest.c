@@ -10,7 +10,7 @@
 // They run for over a second each, long enough to be preempted many times; if the kernel
 // mixed up or lost FP registers or fcsr between processes, a value would differ.
 
-#include "user/testlib.h"
+#include "user/tests/testlib.h"
 
 #define FRM_RNE 0   // round to nearest, ties to even
 #define FRM_RTZ 1   // round towards zero

@@ -7,7 +7,7 @@
 // Every test runs in its own child; the free-page count must be back at its value from before
 // the test once the child is reaped. Last line: ALL TESTS PASSED or SOME TESTS FAILED.
 
-#include "user/testlib.h"
+#include "user/tests/testlib.h"
 
 // Make the heap top page-aligned and return it.
 static char *align_heap(void)

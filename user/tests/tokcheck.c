@@ -13,7 +13,7 @@
 #include "kernel/stat.h"
 #include "kernel/fcntl.h"
 #include "user/user.h"
-#include "user/tokenizer.h"
+#include "user/llm/tokenizer.h"
 
 static struct tokenizer tok;
 static uint64 load_us;            // time tok_load_file took (read, checksum, checks)

@@ -13,7 +13,7 @@
 // The same SEED gives the same sequence of choices per worker.
 // Output: "test workerK: OK|FAILED ...", "test leakcheck: ...", then the verdict line.
 
-#include "user/testlib.h"
+#include "user/tests/testlib.h"
 
 #define NWORK 3
 #define NFILES 8       // file names f0..f7

@@ -1,0 +1,327 @@
+// smolprobe's command line: parse the flags, load the model, run one request (or hand
+// --samples to samples.c, --bench to bench.c) and print its lines (docs/smolprobe.md).
+#include "user/smolprobe/smolprobe.h"
+
+static void
+usage(void)
+{
+  printf("usage: smolprobe (--prompt-tokens a,b,c | --prompt TEXT | --chat TEXT |\n"
+         "                  --perplexity TEXT) [--gen-len N]\n"
+         "                 [--seq-len N] [--model PATH] [--temperature T] [--seed S]\n"
+         "                 [--stop-at-eos] [--print-tokens] [--print-logits] [--trace]\n"
+         "                 [--samples N] [--bench] [--help]\n"
+         "Runs a SmolLM-135M-architecture transformer (default model %s) over a KV cache\n"
+         "reserved with one sbrk() for --seq-len positions (default 256), and reports how\n"
+         "many KV pages the kernel mapped while reserving and while decoding.\n"
+         "The default model is the real SmolLM2-135M-Instruct (imported from its GGUF with\n"
+         "its tokenizer, for --prompt/--chat); an image made with `make MODEL=synth` has\n"
+         "SYNTHETIC weights instead (seeded random numbers, `nexos model synth`: meaningless\n"
+         "tokens, exactly SmolLM-135M's memory behaviour). The `model` line says which.\n"
+         "  --prompt-tokens  comma-separated token ids fed first (at least one)\n"
+         "  --prompt TEXT    the prompt as text, encoded with the model's tokenizer; the\n"
+         "                   generated text is printed on a `text:` line\n"
+         "  --chat TEXT      TEXT as a user message in the model's chat template (ChatML);\n"
+         "                   implies --stop-at-eos\n"
+         "  --gen-len        tokens to generate (>= 0; default 64 with --prompt/--chat);\n"
+         "                   every prompt and generated token is fed, so the run writes\n"
+         "                   prompt+gen K/V rows\n"
+         "  --perplexity TEXT  score TEXT (its tokens as encoded, no bos): feed every token\n"
+         "                   and print the perplexity of each next token (generates none)\n"
+         "  --stop-at-eos    end the request when the model emits <|im_end|>\n"
+         "  --temperature    0 (default) = greedy; > 0 samples with --seed (default 0)\n"
+         "  --print-tokens   print the generated ids; --print-logits the final logits\n"
+         "  --trace          one line per fed position with the KV pages mapped so far\n"
+         "  --samples N      prefill once, fork N branches (1..6) that each sample their\n"
+         "                   own gen-len tokens (seed+i, temperature 0.8 unless given)\n"
+         "                   over the shared prompt KV, and report the copy-on-write pages\n"
+         "  --bench          integer micro-benchmark: the guest's peak int8 multiply-add\n"
+         "                   rate and the model's matvecs (alone, or after the request)\n",
+         DEFAULT_MODEL);
+}
+
+// Parse a decimal integer in [lo, hi] (optional leading '-'), or die naming the flag.
+static long
+parse_long(const char *flag, const char *s, long lo, long hi)
+{
+  const char *p = s;
+  int neg = 0;
+  long v = 0;
+  if(*p == '-'){
+    neg = 1;
+    p++;
+  }
+  if(*p == 0)
+    llm_die(flag, ": expected a number");
+  for(; *p; p++){
+    if(*p < '0' || *p > '9'){
+      fprintf(2, "[smolprobe] error: %s: '%s' is not a decimal number\n", flag, s);
+      exit(1);
+    }
+    v = v * 10 + (*p - '0');
+    if(v > 4000000000L)
+      break;
+  }
+  if(neg)
+    v = -v;
+  if(v < lo || v > hi){
+    fprintf(2, "[smolprobe] error: %s: %s is out of range [%ld, %ld]\n", flag, s, lo, hi);
+    exit(1);
+  }
+  return v;
+}
+
+// Parse "a,b,c" into a fresh array of ids (>= 0, checked against the vocabulary later).
+static int *
+parse_tokens(const char *s, int *count)
+{
+  int n = 1;
+  if(*s == 0)
+    llm_die("--prompt-tokens: empty prompt (give at least one token id)", "");
+  for(const char *p = s; *p; p++)
+    n += *p == ',';
+  if(n > MAX_DIM)
+    llm_die("--prompt-tokens: too many tokens", "");
+  int *ids = llm_malloc((uint64)n * sizeof(int), "prompt");
+  const char *p = s;
+  for(int i = 0; i < n; i++){
+    long v = 0;
+    int digits = 0;
+    if(*p == '-')
+      llm_die("--prompt-tokens: token ids cannot be negative: ", s);
+    for(; *p >= '0' && *p <= '9'; p++, digits++)
+      if(v < 1000000000L)
+        v = v * 10 + (*p - '0');
+    if(digits == 0 || (*p != ',' && *p != 0))
+      llm_die("--prompt-tokens: expected comma-separated token ids, got ", s);
+    ids[i] = v > 1000000000L ? 1000000000 : (int)v;
+    if(*p == ',')
+      p++;
+  }
+  *count = n;
+  return ids;
+}
+
+// The value after flag argv[*i], or die.
+static const char *
+flag_value(int argc, char **argv, int *i)
+{
+  if(*i + 1 >= argc)
+    llm_die(argv[*i], ": missing value");
+  return argv[++*i];
+}
+
+// The --samples rules: branches generate (gen-len >= 1) and differ (temperature > 0 when
+// N > 1; 0.8 when not given); --trace is off in branches (it would print from them).
+static void
+check_samples(struct options *o)
+{
+  if(o->gen_len < 1)
+    llm_die("--samples needs --gen-len >= 1 (each branch generates its own tokens)", "");
+  if(o->temperature < 0.0f){
+    o->temperature = PARALLEL_TEMPERATURE;
+    o->temp_text = "0.8";
+  }
+  if(o->samples > 1 && o->temperature == 0.0f)
+    llm_die("--samples N > 1 needs --temperature > 0 (greedy branches would all be the same)", "");
+  o->trace = 0;
+}
+
+static void
+parse_args(int argc, char **argv, struct options *o)
+{
+  memset(o, 0, sizeof(*o));
+  o->model = DEFAULT_MODEL;
+  o->gen_len = -1;
+  o->temperature = -1.0f;
+  for(int i = 1; i < argc; i++){
+    const char *a = argv[i];
+    if(strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0){
+      usage();
+      exit(0);
+    } else if(strcmp(a, "--prompt-tokens") == 0){
+      o->tokens = parse_tokens(flag_value(argc, argv, &i), &o->n_prompt);
+    } else if(strcmp(a, "--gen-len") == 0){
+      o->gen_len = parse_long(a, flag_value(argc, argv, &i), 0, MAX_DIM);
+    } else if(strcmp(a, "--seq-len") == 0){
+      o->seq_len = parse_long(a, flag_value(argc, argv, &i), 1, MAX_DIM);
+    } else if(strcmp(a, "--model") == 0){
+      o->model = flag_value(argc, argv, &i);
+    } else if(strcmp(a, "--temperature") == 0){
+      const char *v = flag_value(argc, argv, &i);
+      char *end;
+      double t = strtod(v, &end);
+      if(end == v || *end != 0 || !(t >= 0.0 && t <= 1e6))
+        llm_die("--temperature: want a number >= 0, got ", v);
+      o->temperature = (float)t;
+      o->temp_text = v;
+    } else if(strcmp(a, "--seed") == 0){
+      o->seed = parse_long(a, flag_value(argc, argv, &i), 0, 0x7fffffffL);
+    } else if(strcmp(a, "--samples") == 0){
+      o->samples = parse_long(a, flag_value(argc, argv, &i), 1, MAX_SAMPLES);
+    } else if(strcmp(a, "--print-tokens") == 0){
+      o->print_tokens = 1;
+    } else if(strcmp(a, "--print-logits") == 0){
+      o->print_logits = 1;
+    } else if(strcmp(a, "--trace") == 0){
+      o->trace = 1;
+    } else if(strcmp(a, "--bench") == 0){
+      o->bench = 1;
+    } else if(strcmp(a, "--prompt") == 0 || strcmp(a, "--chat") == 0){
+      if(o->text)
+        llm_die("give one --prompt, --chat or --perplexity, not two: ", a);
+      o->text = flag_value(argc, argv, &i);
+      o->chat = a[2] == 'c';
+    } else if(strcmp(a, "--perplexity") == 0){
+      if(o->text)
+        llm_die("give one --prompt, --chat or --perplexity, not two: ", a);
+      o->text = flag_value(argc, argv, &i);
+      o->score = 1;
+    } else if(strcmp(a, "--stop-at-eos") == 0){
+      o->stop_eos = 1;
+#ifdef NEXOS_TEST_HOOKS
+    // A test hook, compiled only into the host test build (tests/host/Makefile): the
+    // guest's smolprobe has no flag that exists only for tests. See docs/smolprobe.md.
+    } else if(strcmp(a, "--test-kill-branch") == 0){
+      o->kill_branch = 1 + parse_long(a, flag_value(argc, argv, &i), 0, MAX_SAMPLES - 1);
+#endif
+    } else {
+      llm_die("unknown flag (try --help): ", a);
+    }
+  }
+  if(o->bench && o->tokens == 0 && o->text == 0 && o->gen_len < 0 && !o->samples &&
+     !o->stop_eos)
+    return;                                        // --bench alone: no request
+  if(o->tokens && o->text)
+    llm_die(o->chat ? "--chat" : "--prompt", " and --prompt-tokens: give one of them");
+  if(o->tokens == 0 && o->text == 0)
+    llm_die("--prompt-tokens, --prompt or --chat is required (try --help)", "");
+  if(o->chat)
+    o->stop_eos = 1;
+  if(o->score && (o->gen_len >= 0 || o->samples || o->stop_eos || o->bench || o->trace ||
+                  o->print_tokens || o->print_logits))
+    llm_die("--perplexity scores its text alone (no --gen-len, --samples, --stop-at-eos, "
+            "--bench, --trace, --print-tokens or --print-logits)", "");
+  if(o->score)
+    o->gen_len = 0;
+  if(o->gen_len < 0 && o->text)
+    o->gen_len = DEFAULT_TEXT_GEN;
+  if(o->gen_len < 0)
+    llm_die("--gen-len is required (try --help)", "");
+  if(o->samples && (o->text || o->stop_eos))
+    llm_die("--samples takes --prompt-tokens (no --prompt, --chat or --stop-at-eos)", "");
+  if(o->samples)
+    check_samples(o);
+  else if(o->temperature < 0.0f)
+    o->temperature = 0.0f;
+}
+
+// Check the request against the model; on success o->tokens has room for P+G ids.
+static void
+check_request(const struct config *c, struct options *o)
+{
+  for(int i = 0; i < o->n_prompt; i++)
+    if(o->tokens[i] >= c->vocab_size){
+      fprintf(2, "[smolprobe] error: token id %d is outside the vocabulary [0, %d)\n",
+              o->tokens[i], c->vocab_size);
+      exit(1);
+    }
+  if(o->seq_len == 0)
+    o->seq_len = c->max_seq_len < DEFAULT_SEQ_LEN ? c->max_seq_len : DEFAULT_SEQ_LEN;
+  if(o->seq_len > c->max_seq_len){
+    fprintf(2, "[smolprobe] error: --seq-len %d exceeds the model's max_seq_len %d\n",
+            o->seq_len, c->max_seq_len);
+    exit(1);
+  }
+  if(o->n_prompt + o->gen_len > o->seq_len){
+    fprintf(2, "[smolprobe] error: prompt (%d) + gen-len (%d) exceeds seq-len %d\n",
+            o->n_prompt, o->gen_len, o->seq_len);
+    exit(1);
+  }
+  int *all = llm_malloc((uint64)(o->n_prompt + o->gen_len) * sizeof(int), "tokens");
+  memset(all, 0, (o->n_prompt + o->gen_len) * sizeof(int));
+  memcpy(all, o->tokens, o->n_prompt * sizeof(int));
+  o->tokens = all;
+}
+
+int
+main(int argc, char **argv)
+{
+  llm_name = "smolprobe";
+  static struct model mo;
+  static struct state s;
+  static struct options o;
+  static struct tokenizer tok;
+  struct sampler sp;
+  struct kv_layout kl;
+  struct memstat before, reserved, done;
+  float *probs;
+
+  parse_args(argc, argv, &o);
+  printf("[smolprobe] loading LLM assets...\n");
+  uint64 t0 = clock_us();
+  load_model(o.model, &mo);
+  print_model(&mo);
+  if(o.text || o.stop_eos){
+    load_tokenizer(&mo, &tok, o.text ? (o.chat ? "--chat" : o.score ? "--perplexity" :
+                   "--prompt") : "--stop-at-eos");
+    o.eos[0] = tok.eos;
+    o.eos[1] = tok.im_end;
+  }
+  if(o.text)
+    encode_prompt(&tok, &o);
+  if(o.tokens == 0){                               // --bench alone
+    s.seq_len = 1;
+    alloc_state(&mo.c, &s, &probs);
+    run_bench(&mo, &s);
+    exit(0);
+  }
+  check_request(&mo.c, &o);
+  int total = o.n_prompt + o.gen_len;
+  printf("[smolprobe] request prompt_tokens=%d gen_tokens=%d\n", o.n_prompt, o.gen_len);
+
+  s.seq_len = o.seq_len;
+  alloc_state(&mo.c, &s, &probs);
+  sampler_init(&sp, o.temperature, o.seed, probs, mo.c.vocab_size);
+  kv_layout(&kl, mo.c.n_layers, mo.c.kv_dim, o.seq_len);
+  long active = kv_region_pages(&kl, total);
+  printf("[smolprobe] kv_capacity max_pages=%ld active_pages_est=%ld\n", kl.max_pages, active);
+  if(o.samples)
+    parallel_main(&mo, &s, &o, probs, &kl, t0);
+  align_break();
+  uint64 t1 = clock_us();
+
+  // From here to the last snapshot nothing is allocated or first touched but the KV rows.
+  if(memstat(&before) < 0)
+    llm_die("memstat failed", "");
+  reserve_cache(&s, &kl);
+  memstat(&reserved);
+  printf("[smolprobe] running decode...\n");
+  double nll = 0.0;
+  if(o.score)
+    nll = score_run(&mo, &s, &o);
+  else
+    feed(&mo, &s, &sp, &o, 0, total, &before);
+  memstat(&done);
+  uint64 t2 = clock_us();
+
+  if((o.text && !o.score) || o.stop_eos)
+    printf("[smolprobe] generated tokens=%d stopped_at_eos=%d\n", o.generated,
+           o.fed < total);
+  print_summary(&kl, kv_region_pages(&kl, o.fed), &before, &reserved, &done);
+  uint64 dus = t2 - t1 > 0 ? t2 - t1 : 1;
+  uint64 tps10 = (uint64)o.fed * 10000000UL / dus;   // positions per second, times 10
+  printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu\n",
+         (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10);
+  if(o.score)
+    print_perplexity(o.n_prompt, nll);
+  if(o.text && !o.score)
+    print_text(&tok, o.tokens + o.n_prompt, o.generated);
+  if(o.print_tokens)
+    print_list("[smolprobe] tokens=", o.tokens + o.n_prompt, 0, o.generated);
+  if(o.print_logits)
+    print_list("[smolprobe] logits=", 0, s.logits, mo.c.vocab_size);
+  if(o.bench)
+    run_bench(&mo, &s);
+  exit(0);
+}
+

@@ -1,0 +1,95 @@
+// smolserve's command line: which workload, which model, the test hooks; then serve().
+#include "user/smolserve/smolserve.h"
+
+static void
+usage(void)
+{
+  printf("usage: smolserve (--workload seed32|FILE | --requests N --max-len L [--seed S]\n"
+         "                 [--long-len G]) [--model PATH] [--test-kill ID] [--help]\n"
+         "Loads the model once and serves a workload of requests, each in a worker forked\n"
+         "from the server that reserves its KV cache for max_len slots with one sbrk();\n"
+         "admits requests while free memory stays above a low watermark, queues the rest,\n"
+         "and runs again any request whose worker was killed (docs/smolserve.md).\n"
+         "  --workload seed32  the seed's example: A (max 2048, prompt 7, generates 3) and\n"
+         "                     B (max 512, prompt 3, generates 2)\n"
+         "  --workload FILE    lines `id max_len prompt gen=N|eos` (prompt: ids a,b,c)\n"
+         "  --requests N       N generated requests (1..64) of --max-len L slots: prompts of\n"
+         "                     1-4 tokens, 7 in 8 generate 1..G/4 tokens, 1 in 8 up to G\n"
+         "  --long-len G       the longest generated answer (default 16); --seed S its coin\n"
+         "  --test-kill ID     test hook: request ID's first worker kills itself after\n"
+         "                     its reservation (the server must run it again)\n"
+         "  --test-fill 1      test hook: every first attempt writes its whole reservation\n"
+         "                     (the kernel kills those it cannot feed; they run again)\n");
+}
+
+// A decimal flag value in [lo, hi], or die naming the flag.
+static long
+flag_num(const char *flag, const char *v, long lo, long hi)
+{
+  const char *p = v;
+  long n = read_number(&p, hi);
+  if(n < lo || *p){
+    fprintf(2, "[smolserve] error: %s: '%s' is not a number in [%ld, %ld]\n", flag, v, lo, hi);
+    exit(1);
+  }
+  return n;
+}
+
+int
+main(int argc, char **argv)
+{
+  static struct server sv;
+  const char *model = DEFAULT_MODEL, *workload = 0, *kill_id = 0;
+  long requests = 0, max_len = 0, seed = 0, long_len = 16;
+  llm_name = "smolserve";
+  for(int i = 1; i < argc; i++){
+    const char *a = argv[i];
+    if(strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0){
+      usage();
+      exit(0);
+    }
+    if(i + 1 >= argc)
+      llm_die(a, strcmp(a, "--workload") && strcmp(a, "--requests") && strcmp(a, "--max-len") &&
+              strcmp(a, "--seed") && strcmp(a, "--long-len") && strcmp(a, "--model") &&
+              strcmp(a, "--test-kill") && strcmp(a, "--test-fill") ? ": unknown flag (try --help)" : ": missing value");
+    const char *v = argv[++i];
+    if(strcmp(a, "--workload") == 0)
+      workload = v;
+    else if(strcmp(a, "--requests") == 0)
+      requests = flag_num(a, v, 1, MAX_REQ);
+    else if(strcmp(a, "--max-len") == 0)
+      max_len = flag_num(a, v, 2, LLM_MAX_DIM);
+    else if(strcmp(a, "--seed") == 0)
+      seed = flag_num(a, v, 0, 0x7fffffffL);
+    else if(strcmp(a, "--long-len") == 0)
+      long_len = flag_num(a, v, 1, LLM_MAX_DIM);
+    else if(strcmp(a, "--model") == 0)
+      model = v;
+    else if(strcmp(a, "--test-kill") == 0)     // test hook, see docs/smolserve.md
+      kill_id = v;
+    else if(strcmp(a, "--test-fill") == 0)     // test hook, see docs/smolserve.md
+      sv.fill = flag_num(a, v, 0, 1);
+    else
+      llm_die(a, ": unknown flag (try --help)");
+  }
+  if(workload && (requests || max_len))
+    llm_die("give --workload or --requests/--max-len, not both", "");
+  if(!workload && (!requests || !max_len))
+    llm_die("give --workload seed32|FILE, or --requests N --max-len L (try --help)", "");
+  if(workload && strcmp(workload, "seed32") == 0)
+    sv.n = seed32_workload(sv.rq);
+  else if(workload)
+    sv.n = load_workload(workload, sv.rq);
+  else
+    sv.n = generate_workload(sv.rq, requests, max_len, long_len, seed);
+  for(int i = 0; kill_id && i < sv.n; i++)
+    if(strcmp(sv.rq[i].id, kill_id) == 0)
+      sv.kill_req = i + 1;
+  if(kill_id && !sv.kill_req)
+    llm_die("--test-kill: no request with id ", kill_id);
+  printf("[smolserve] loading LLM assets...\n");
+  char name[32];
+  snprintf(name, sizeof(name), "%s", workload ? workload : "generated");
+  serve(&sv, model, name);
+  exit(0);
+}

@@ -1,0 +1,78 @@
+// smolserve's queue, finish, request, SERVE_SUMMARY and memory lines
+// (docs/smolserve.md, "Output").
+#include "user/smolserve/smolserve.h"
+
+// The queue line for request r (once per wait: until it is started again).
+void
+note_queue(struct server *sv, struct request *r, long free, long est, long wm,
+           const char *reason)
+{
+  if(r->noted)
+    return;
+  r->noted = 1;
+  if(!r->waited){
+    r->waited = 1;
+    sv->waited++;
+  }
+  long used = snapshot(sv, 0);
+  printf("[smolserve] queue id=%s t_ms=%ld running=%d queued=%d free_pages=%ld est_pages=%ld "
+         "watermark_pages=%ld reason=%s used_pages=%ld\n", r->id, t_ms(sv), sv->running,
+         sv->qlen, free, est, wm, reason, used);
+}
+
+// Request r has finished: the finish line.
+void
+finish_request(struct server *sv, struct request *r)
+{
+  r->state = DONE;
+  sv->completed++;
+  sv->last_finish = clock_us();
+  long used = snapshot(sv, 0);
+  printf("[smolserve] finish id=%s t_ms=%ld running=%d queued=%d generated=%ld used_slots=%ld "
+         "mapped_kv_pages=%ld decode_ms=%ld used_pages=%ld\n", r->id, t_ms(sv), sv->running,
+         sv->qlen, r->generated, r->n_prompt + r->generated, r->mapped_pages,
+         r->decode_us / 1000, used);
+}
+
+// floor(a / b) for a >= 0, b > 0 (0 when b is 0).
+static long
+pct(long a, long b)
+{
+  return b > 0 ? 100 * a / b : 0;
+}
+
+// The request lines (workload order), SERVE_SUMMARY and the memory line.
+void
+print_summary(struct server *sv)
+{
+  long reserved = 0, mapped = 0, needed = 0, slots = 0;
+  for(int i = 0; i < sv->n; i++){
+    struct request *r = &sv->rq[i];
+    long used = r->n_prompt + r->generated;
+    struct kv_layout kl;
+    plan_kv(sv, r->max_len, &kl);
+    long need = kv_distinct_pages(&kl, (int)used);
+    printf("[smolserve] request id=%s max_len=%d prompt=%d generated=%ld reserved_slots=%d "
+           "used_slots=%ld internal_waste_slots=%ld reserved_kv_pages=%ld mapped_kv_pages=%ld "
+           "needed_kv_pages=%ld attempts=%d\n", r->id, r->max_len, r->n_prompt, r->generated,
+           r->max_len, used, r->max_len - used, r->reserved_pages, r->mapped_pages, need,
+           r->attempts);
+    reserved += r->reserved_pages;
+    mapped += r->mapped_pages;
+    needed += need;
+    slots += used;
+  }
+  uint64 us = sv->last_finish - sv->first_admit;
+  us = us > 0 ? us : 1;
+  uint64 tps10 = (uint64)slots * 10000000UL / us;
+  printf("[smolserve] SERVE_SUMMARY requests=%d completed=%d peak_concurrent=%d queued=%d "
+         "recomputed=%d reserved_kv_pages=%ld mapped_kv_pages=%ld waste_percent=%ld%% "
+         "peak_used_pages=%ld tokens_per_s=%lu.%lu\n", sv->n, sv->completed, sv->peak,
+         sv->waited, sv->recomputed, reserved, mapped,
+         pct(mapped - needed > 0 ? mapped - needed : 0, mapped), sv->peak_used,
+         tps10 / 10, tps10 % 10);
+  long free;
+  snapshot(sv, &free);
+  printf("[smolserve] memory baseline_free_pages=%ld final_free_pages=%ld leaked_pages=%ld\n",
+         sv->baseline_free, free, sv->baseline_free - free);
+}
