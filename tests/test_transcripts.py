@@ -29,6 +29,7 @@ from nexos.config import BuildConfig
 from nexos.elf import read_elf
 from nexos.kvcache import KvShape, active_pages_est, expected_verdict, max_kv_pages
 from nexos.kvcache import saved_percent as floor_saved_percent
+from nexos.limits import SMOLPROBE_TEXT_GEN
 from nexos.model import generate
 from nexos.model.synth import preset_config, synthesize
 from nexos.model.tokenizer import find_smollm2_gguf
@@ -43,7 +44,6 @@ PAGE = 4096
 TIMING_KEYS = ("load_ms", "decode_ms", "tokens_per_s", "peak_int8_macs_per_s",
                "matvec_int8_macs_per_s", "ratio", "peak_plain", "peak_packed", "w_gate",
                "classifier", "matvec_q4_1_macs_per_s")
-TEXT_GEN_LEN = 64  # smolprobe's --gen-len with --prompt/--chat when not given
 TIMING_RE = re.compile(r"\b(" + "|".join(TIMING_KEYS) + r")=[^\s,]+")
 
 
@@ -88,7 +88,7 @@ class Transcript:
     def gen_len(self) -> int:
         if self.scored:
             return 0
-        return int(self.flag("--gen-len") or (TEXT_GEN_LEN if self.text else -1))
+        return int(self.flag("--gen-len") or (SMOLPROBE_TEXT_GEN if self.text else -1))
 
 
 def read_transcript(path: Path) -> Transcript:

@@ -27,6 +27,7 @@ from nexos.grade import (
 )
 from nexos.lab.cli import lab
 from nexos.lab.plan import LAB_CHOICES, lab_plan
+from nexos.limits import SMOLPROBE_MAX_SAMPLES, SMOLPROBE_SEQ_LEN, SMOLSERVE_MAX_REQUESTS
 from nexos.model.cli import model
 from nexos.parse import ParseError, find_problems
 from nexos.qemu import QemuError, QemuSession, kill_all
@@ -57,8 +58,6 @@ from nexos.serve import (
     workload_commands,
 )
 from nexos.toolchain import ToolchainError, find_toolchain
-
-MAX_SAMPLES = 6  # smolprobe's limit (docs/smolprobe.md, "A branch that dies")
 
 err = Console(stderr=True)
 out = Console()
@@ -361,9 +360,11 @@ def request_options(f: Any) -> Any:
                           "model's tokenizer in the guest (smolprobe --prompt)."),
         click.option("--gen-len", type=click.IntRange(0), default=10, show_default=True),
         click.option("--seq-len", type=click.IntRange(1), default=None,
-                     help="smolprobe --seq-len (runtime_seq_len, default 256)."),
-        click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), default=None,
-                     help=f"Parallel sampling branches, 1..{MAX_SAMPLES} (smolprobe --samples)."),
+                     help=f"smolprobe --seq-len (default {SMOLPROBE_SEQ_LEN}, at most the "
+                          "model's max_seq_len)."),
+        click.option("--samples", type=click.IntRange(1, SMOLPROBE_MAX_SAMPLES), default=None,
+                     help=f"Parallel sampling branches, 1..{SMOLPROBE_MAX_SAMPLES} "
+                          "(smolprobe --samples)."),
         click.option("--timeout", type=float, default=900.0, show_default=True),
     ]):
         f = opt(f)
@@ -533,7 +534,7 @@ def int_list(text: str, what: str, most: int | None = None) -> tuple[int, ...]:
 @click.option("--seq-lens", default="64,128,256", show_default=True,
               help="seq_len values for the saved-fraction figure ('' skips it).")
 @click.option("--branches", default="1,2,4", show_default=True,
-              help=f"--samples values (1..{MAX_SAMPLES}) for the branches figure "
+              help=f"--samples values (1..{SMOLPROBE_MAX_SAMPLES}) for the branches figure "
                    "('' skips it).")
 @click.option("--serve", "serve_flags", default="--requests 8 --max-len 256 --long-len 4",
               show_default=True,
@@ -549,7 +550,8 @@ def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, br
 
     check_output_dir(out_dir)
     plan = PlotPlan(prompt, gen_len, int_list(seq_lens, "--seq-lens"),
-                    int_list(branches, "--branches", MAX_SAMPLES), tuple(serve_flags.split()))
+                    int_list(branches, "--branches", SMOLPROBE_MAX_SAMPLES),
+                    tuple(serve_flags.split()))
     serve_cfgs = [BuildConfig(lz, cw, cpus=2) for lz, cw in plan.serve_configs()]
     r = prepare(list(dict.fromkeys(plan.configs() + serve_cfgs)), True, no_build)
     for png in write_plots(plan, run_probes(r, plan.probes(), timeout), out_dir):
@@ -573,7 +575,7 @@ def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, br
               help="The built-in seed32, or a workload file on this machine (lines `id "
                    "max_len prompt gen=N|eos`, docs/smolserve.md): checked first, then "
                    f"written into each guest as {GUEST_WORKLOAD}.")
-@click.option("--requests", type=click.IntRange(1, 64), default=None,
+@click.option("--requests", type=click.IntRange(1, SMOLSERVE_MAX_REQUESTS), default=None,
               show_default=f"{DEFAULT_REQUESTS} when no workload is given",
               help="A generated workload of N requests (with --max-len).")
 @click.option("--max-len", type=click.IntRange(2), default=None,

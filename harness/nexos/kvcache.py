@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from nexos.limits import SMOLPROBE_SEQ_LEN
 from nexos.model.format import read_header
 
 PAGE = 4096
@@ -24,7 +25,7 @@ class KvShape:
     n_layers: int = 30
     n_kv_heads: int = 3
     head_dim: int = 64
-    seq_len: int = 256  # smolprobe's runtime_seq_len
+    seq_len: int = SMOLPROBE_SEQ_LEN  # smolprobe's default --seq-len
 
     @property
     def kv_dim(self) -> int:
@@ -39,7 +40,7 @@ class KvShape:
         return KvShape(self.n_layers, self.n_kv_heads, self.head_dim, seq_len)
 
     @classmethod
-    def from_checkpoint(cls, path: Path, seq_len: int = 256) -> KvShape:
+    def from_checkpoint(cls, path: Path, seq_len: int = SMOLPROBE_SEQ_LEN) -> KvShape:
         """Read the dimensions from a NexOS checkpoint header (docs/checkpoint.md); raises
         nexos.model.CheckpointError for a file that is not one."""
         cfg = read_header(path)

@@ -4,7 +4,8 @@
 (`ServeResult`, what nexos.parse.smolserve returns) and runs (`ServeRecord`, the rows of
 `nexos serve` and its `--json`).
 
-Plain data only: this module imports no other harness module but the page formulas.
+Plain data only: this module imports no other harness module but the page formulas and the
+C programs' defaults (nexos.limits).
 The JSON keys are listed in docs/harness.md.
 """
 
@@ -14,10 +15,11 @@ import shlex
 from dataclasses import asdict, dataclass, field
 
 from nexos.kvcache import KvShape, active_pages_est, max_kv_pages
+from nexos.limits import SMOLPROBE_TEXT_GEN
 
 DEFAULT_PROMPT = (1, 2, 3)
 DEFAULT_GEN = 10
-TEXT_GEN = 64  # smolprobe's --gen-len for --prompt/--chat when none is given
+TEXT_GEN = SMOLPROBE_TEXT_GEN  # smolprobe's --gen-len for --prompt/--chat when none is given
 TEXT_FLAGS = ("--prompt", "--chat")
 
 JsonScalar = int | float | str | None

@@ -20,6 +20,10 @@ from pathlib import Path
 from typing import Protocol
 
 from nexos.config import BuildConfig
+from nexos.limits import SMOLSERVE_MAX_FILE as MAX_FILE  # smolserve's limits (docs/smolserve.md)
+from nexos.limits import SMOLSERVE_MAX_ID as MAX_ID
+from nexos.limits import SMOLSERVE_MAX_PROMPT as MAX_PROMPT
+from nexos.limits import SMOLSERVE_MAX_REQUESTS as MAX_REQUESTS
 from nexos.parse import ParseError, find_panic, parse_serve
 from nexos.records import ServeRecord, ServeResult
 
@@ -55,8 +59,6 @@ ShellErrors = tuple[type[BaseException], ...]
 DEFAULT_REQUESTS, DEFAULT_MAX_LEN = 32, 2048  # the README's workload: no workload given
 BUILTIN_WORKLOADS = ("seed32",)
 GUEST_WORKLOAD = "/workload"  # where a workload file from the host is written in the guest
-# user/smolserve.c's limits (docs/smolserve.md "Workloads")
-MAX_REQUESTS, MAX_PROMPT, MAX_ID, MAX_FILE = 64, 64, 15, 65536
 MAX_LEN_LIMIT, MAX_TOKEN_ID = 1 << 24, 10**9  # LLM_MAX_DIM; the parser's bound on an id
 _ID_RE = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID}}}")
 _NUM_RE = re.compile(r"[0-9]{1,15}")
@@ -92,7 +94,7 @@ class ServeWorkload:
 
 def _request(fields: list[str], where: str) -> WorkloadRequest:
     """One request line's fields -> a WorkloadRequest; ValueError `<where>: <why>` with
-    smolserve's own reasons (user/smolserve.c parse_line)."""
+    smolserve's own reasons (user/smolserve/workload.c, parse_line)."""
     expected = "expected: id max_len prompt gen=N|eos"
     if not _ID_RE.fullmatch(fields[0]):
         raise ValueError(f"{where}: the id must be 1-{MAX_ID} characters of "

@@ -19,8 +19,8 @@ set_id(char *dst, const char *s, int n)
   return 1;
 }
 
-// The seed's example (the seed document, section 3.2): A reserves 2048 slots, has a
-// prompt of 7 tokens and generates 3; B reserves 512, has 3 and generates 2.
+// The seed exercise's two requests (docs/smolserve.md, "Workloads"): A reserves 2048
+// slots, has a prompt of 7 tokens and generates 3; B reserves 512, has 3 and generates 2.
 int
 seed32_workload(struct request *rq)
 {
