@@ -1,7 +1,7 @@
 """The NexOS checkpoint file (docs/checkpoint.md): header, layout, reader and writer.
 
 A checkpoint is a 256-byte header then the tensors, in the order that ``layout()`` lists.
-Version 1 (float32 or int8 weights, what smolprobe reads today) packs them back to back;
+Version 1 (float32 or int8 weights, no tokenizer; the synthetic model) packs them back to back;
 version 2 adds a per-tensor type table after the header (float32, int8, and GGUF's Q8_0 and
 Q4_1 blocks, qblocks.py), aligns every section to 32 bytes and may end with an opaque
 tokenizer blob. The writer streams: it takes one section at a time, in file order, and
@@ -21,7 +21,7 @@ from nexos.model.qblocks import BLOCK_BYTES, Q4_1, Q8_0, QK, GGMLBlock, quantize
 from nexos.model.quant import dequantize, quantize
 
 MAGIC = b"NEXOSLM\0"
-VERSION = 1  # float32 / int8 files without a tokenizer: the layout smolprobe reads today
+VERSION = 1  # float32 / int8 files without a tokenizer (smolprobe reads both versions)
 VERSION_TYPED = 2  # per-tensor type table, 32-byte aligned sections, optional tokenizer
 VERSIONS = (VERSION, VERSION_TYPED)
 HEADER_SIZE = 256
