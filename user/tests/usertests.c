@@ -7,7 +7,8 @@
 //
 // Each test prints "test NAME: OK" or "test NAME: FAILED why"; after them comes the leak check
 // and the last line is ALL TESTS PASSED or SOME TESTS FAILED (exit status 0 or 1).
-// Test files are created in the current directory with names starting "ut".
+// Test files are created in the current directory with names starting "ut" (deadcwd's, which
+// needs absolute paths, in /).
 
 #include "user/tests/testlib.h"
 
@@ -183,6 +184,15 @@ static void killtest(void)
   CHECK(kill(99999) == -1, "kill of a missing pid did not fail");
   close(pfd[0]);
   close(pfd[1]);
+}
+
+// kill(1) is refused (-1): init must never exit (its exit panics the kernel). Init is still
+// there afterwards: a second kill(1) is refused too, and a fork/exit/wait round trip works.
+static void killinit(void)
+{
+  CHECK(kill(1) == -1, "kill(1) (init) did not return -1");
+  CHECK(kill(1) == -1, "a second kill(1) did not return -1");
+  kernel_alive();
 }
 
 // Several children run at once, each writing, reading and growing memory on its own.
@@ -411,6 +421,38 @@ static void dirs(void)
   CHECK(unlink("utd/sub") == 0 && unlink("utd/g") == 0 && unlink("utd") == 0, "removing the tree");
   CHECK(chdir("utd") == -1 && stat("utd", &a) == -1, "removed directory still there");
   CHECK(stat("/", &a) == 0 && stat("/..", &b) == 0 && a.ino == b.ino, "/.. is not /");
+}
+
+// The child of deadcwd: make /utdd/sub its cwd, unlink it and then /utdd (whose inode is
+// freed, so the cwd's ".." names a free inode), and check that nothing can be looked up or
+// created in the dead cwd; an absolute path still works.
+static void deadcwd_child(uint64 unused)
+{
+  CHECK(mkdir("/utdd") == 0 && mkdir("/utdd/sub") == 0, "mkdir /utdd/sub");
+  CHECK(chdir("/utdd/sub") == 0, "chdir /utdd/sub");
+  CHECK(unlink("/utdd/sub") == 0, "unlink of the cwd failed");
+  CHECK(unlink("/utdd") == 0, "unlink of the cwd's parent failed");
+  CHECK(open("..", O_RDONLY) == -1, "open(\"..\") in a dead cwd did not fail");
+  CHECK(chdir("..") == -1, "chdir(\"..\") in a dead cwd did not fail");
+  CHECK(open(".", O_RDONLY) == -1, "open(\".\") in a dead cwd did not fail");
+  CHECK(open("x", O_CREATE | O_RDWR) == -1, "a file was created in a dead cwd");
+  CHECK(mkdir("y") == -1, "a directory was created in a dead cwd");
+  CHECK(chdir("/") == 0, "chdir(\"/\") from a dead cwd failed");
+}
+
+// A directory unlinked while it is the cwd is dead: lookups and creates in it fail (they
+// used to follow its stale ".." to a freed inode and panic). Run in a child so that a
+// failure cannot leave this process in the dead directory.
+static void deadcwd(void)
+{
+  struct stat st;
+  unlink("/utdd/sub");   // left over by an interrupted run
+  unlink("/utdd");
+  int s = child_status(deadcwd_child, 0);
+  if (s == 1)
+    exit(1);             // the child printed why
+  CHECK(s == 0, "child exit status %d", s);
+  CHECK(stat("/utdd", &st) == -1, "/utdd still exists");
 }
 
 // ---------------------------------------------------------------- sbrk
@@ -685,12 +727,14 @@ static const struct test tests[] = {
   { "exec", exectest, 1 },
   { "execbad", execbad, 1 },
   { "kill", killtest, 1 },
+  { "killinit", killinit, 1 },
   { "concurrent", concurrent, 1 },
   { "pipeends", pipeends, 1 },
   { "pipesmall", pipesmall, 1 },
   { "filebasic", filebasic, 1 },
   { "truncate", truncate, 1 },
   { "dirs", dirs, 1 },
+  { "deadcwd", deadcwd, 1 },
   { "sbrkbasic", sbrkbasic, 1 },
   { "sbrkfree", sbrkfree, 1 },
   { "badptr", badptr, 1 },
