@@ -117,7 +117,7 @@ def test_killed_nexos_run_leaves_no_qemu(build_kernel, repo, sig):
 # --------------------------------------------------------------------------- nexos compare
 
 def test_compare_json_eager_vs_lazy_figures(build_kernel, repo):
-    """The main demo's figures are the formulas of docs/smolprobe.md computed here from the
+    """The main demo's figures are the formulas of docs/kvcache.md computed here from the
     checkpoint's geometry: eager maps the whole reservation at sbrk, lazy maps exactly the
     pages that the prompt+gen rows span."""
     dirs = {c: build_kernel(c, llm=True) for c in (EAGER, LAZY)}

@@ -113,7 +113,7 @@ def test_compare_table_fits_80_columns(seed_records):
         assert f"{n.decode_mapped_pages}/{n.decode_used_pages}" in row
         assert str(n.verdict) in row
     assert "EAGER_STYLE" in text and "LAZY_STYLE" in text
-    assert "docs/smolprobe.md formulas: max_kv_pages=2880 active_pages_est=180" in text
+    assert "docs/kvcache.md formulas: max_kv_pages=2880 active_pages_est=180" in text
     assert SEED.command() in text
 
 

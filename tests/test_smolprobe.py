@@ -61,7 +61,7 @@ FULL_RUN_TIMEOUT = 400.0                              # one full-size run under 
 # ------------------------------------------------------------------------ expectations
 
 def check_accounting(res: SmolprobeResult, shape: KvShape, rows: int, lazy: bool) -> None:
-    """The page numbers of one run against the formulas of docs/smolprobe.md."""
+    """The page numbers of one run against the formulas of docs/kvcache.md."""
     mx = max_kv_pages(shape)
     assert res.kv_capacity is not None and res.summary is not None
     assert res.reserve is not None and res.decode is not None

@@ -52,7 +52,7 @@ def probe_tolerance(active: int) -> int:
 
 
 def numbers_problems(res: SmolprobeResult, req: ProbeRequest) -> list[str]:
-    """Where the printed numbers disagree with the formulas of docs/smolprobe.md (empty:
+    """Where the printed numbers disagree with the formulas of docs/kvcache.md (empty:
     all agree)."""
     assert res.summary and res.kv_capacity and res.reserve and res.request
     exp_max, exp_active = req.expected()

@@ -91,7 +91,7 @@ class ProbeRequest:
 
     def expected(self, shape: KvShape | None = None, prompt_len: int | None = None
                  ) -> tuple[int, int]:
-        """(max_kv_pages, active_pages_est) that the formulas of docs/smolprobe.md give for
+        """(max_kv_pages, active_pages_est) that the formulas of docs/kvcache.md give for
         this request; `prompt_len` is the prompt's token count when smolprobe encoded a text
         (its `request` line says it)."""
         shape = shape or KvShape()

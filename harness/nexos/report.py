@@ -85,7 +85,7 @@ def formulas_note(records: list[ProbeRecord]) -> str:
     """The line under the compare table: what the formulas give for the request (of the
     first run: for a text prompt they need the token count that smolprobe printed)."""
     first = records[0]
-    return (f"docs/smolprobe.md formulas: max_kv_pages={first.expected_max_kv_pages} "
+    return (f"docs/kvcache.md formulas: max_kv_pages={first.expected_max_kv_pages} "
             f"active_pages_est={first.expected_active_pages_est}")
 
 
