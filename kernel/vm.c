@@ -554,7 +554,8 @@ cowfault(struct proc *p, uint64 va, pte_t *pte)
 //   valid user PTE with PTE_FILE, no PTE_W, is_store    -> mmapfault(): a MAP_SHARED
 //                          writable page becomes writable (and dirty); else -1
 //   no valid PTE, heapbase <= va < sz, LAZY_ALLOC=1     -> lazyfault(): zeroed page
-//   no valid PTE, va in an mmap region, LAZY_ALLOC=1    -> mmapfault(): the file page
+//   no valid PTE, va in an mmap region, LAZY_ALLOC=1    -> mmapfault(): the file page,
+//                          then for a store one of the two cases above
 //   anything else: above sz, the guard page (no PTE_U), read-only text, trapframe,
 //   trampoline, va >= MAXVA                               -> -1
 int
@@ -574,8 +575,10 @@ vmfault(struct proc *p, uint64 va, int is_store)
   }
   if(LAZY_ALLOC && va >= p->heapbase && va < p->sz)
     return lazyfault(p, va);
-  if(LAZY_ALLOC)
-    return mmapfault(p, va, 0);   // -1 unless va is in a region
+  // A file page on first touch (-1 unless va is in a region). It is mapped read-only,
+  // so a store then takes one more step: cowfault or the MAP_SHARED upgrade above.
+  if(LAZY_ALLOC && mmapfault(p, va, 0) == 0)
+    return is_store ? vmfault(p, va, 1) : 0;
   return -1;
 }
 
