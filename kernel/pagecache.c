@@ -42,6 +42,10 @@
 #include "kernel/file.h"
 #include "kernel/defs.h"
 
+#if BSIZE != PGSIZE
+#error "the page cache maps one file block per page"
+#endif
+
 #define NPCACHE 1024   // pages the cache can list at once (4 MiB of mapped file data)
 
 struct cpage {
