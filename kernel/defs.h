@@ -70,6 +70,7 @@ void            kfree(void *);         // drop one reference; the page is freed 
 void            krefinc_ptes(pte_t *, int n); // one more reference per valid PTE's page (COW fork)
 int             kshared_ptes(pte_t *, int n); // leaves of a table mapping shared pages
 int             krefcount(void *);     // current references to an allocated page
+void            krefinc(void *);       // one more reference to an allocated page
 uint64          kfreepages(void);      // pages on the free list
 uint64          ktotalpages(void);     // pages the allocator manages
 
@@ -179,7 +180,7 @@ uint64          walkaddr(pagetable_t, uint64);
 pagetable_t     uvmcreate(void);
 uint64          uvmalloc(pagetable_t, uint64 oldsz, uint64 newsz, int xperm); // always eager
 uint64          uvmdealloc(pagetable_t, uint64 oldsz, uint64 newsz);         // skips unmapped holes
-int             uvmcopy(pagetable_t old, pagetable_t new, uint64 sz);         // fork: copy or share
+int             uvmcopy(pagetable_t old, pagetable_t new, uint64 lo, uint64 hi); // fork: copy or share
 void            uvmfree(pagetable_t, uint64 sz);
 void            uvmunmap(pagetable_t, uint64 va, uint64 npages, int do_free); // skips holes
 void            uvmclear(pagetable_t, uint64 va);
@@ -191,6 +192,20 @@ void            vmstat(struct proc *p, struct memstat *ms);  // fill the memstat
 int             copyout(pagetable_t, uint64 dstva, char *src, uint64 len);
 int             copyin(pagetable_t, char *dst, uint64 srcva, uint64 len);
 int             copyinstr(pagetable_t, char *dst, uint64 srcva, uint64 max);
+
+// pagecache.c -- file pages that are mapped, one copy each (see pagecache.c)
+void            pagecacheinit(void);
+char *          pagecache_get(struct inode *, uint64 pgno);  // with a reference for a PTE
+void            pagecache_trim(struct inode *, uint64 lo, uint64 hi); // drop unmapped pages
+void            pagecache_write(struct inode *, uint64 pgno, uint off, char *src, uint n);
+int             pagecache_pages(void);
+
+// mmap.c -- file mappings: regions of a process (see mmap.c)
+int             mmapfault(struct proc *p, uint64 va, pte_t *pte);
+int             mmap_fork(struct proc *p, struct proc *np);
+void            mmap_dupfiles(struct proc *np);
+void            mmap_unmapall(struct proc *p);
+uint64          mmap_floor(struct proc *p);
 
 // plic.c
 void            plicinit(void);

@@ -138,8 +138,8 @@ lastelem(char *path)
 
 // Contract: run the program at path with arguments argv (kernel strings) in the calling
 // process. The new image: the ELF's segments (mapped now, permissions from the ELF
-// flags), one guard page without PTE_U, USERSTACK stack pages, and an empty heap
-// (heapbase = sz = end of the stack). FP state starts zeroed. Returns argc (main's first
+// flags), one guard page without PTE_U, USERSTACK stack pages, an empty heap
+// (heapbase = sz = end of the stack), and no mmap regions (the old ones are removed). FP state starts zeroed. Returns argc (main's first
 // argument; syscall() puts it in a0, and a1 points to argv), or -1 with the old image
 // intact and nothing leaked.
 int
@@ -183,6 +183,7 @@ exec(char *path, char **argv)
 
   // Commit: nothing can fail from here on.
   safestrcpy(p->name, lastelem(path), sizeof(p->name));
+  mmap_unmapall(p);           // the old image's mappings go (shared pages written back)
   pagetable_t oldpagetable = p->pagetable;
   uint64 oldsz = p->sz;
   p->pagetable = pagetable;

@@ -4,3 +4,10 @@
 #define O_RDWR    0x002
 #define O_CREATE  0x200
 #define O_TRUNC   0x400
+
+// mmap(): prot (what the pages allow) and flags (who sees stores).
+#define PROT_READ   0x1
+#define PROT_WRITE  0x2
+#define PROT_EXEC   0x4
+#define MAP_SHARED  0x01   // stores reach the file (written back at munmap/exit)
+#define MAP_PRIVATE 0x02   // the first store copies the page; the file never changes

@@ -643,7 +643,8 @@ readi(struct inode *ip, int user_dst, uint64 dst, uint64 off, uint n)
 // Contract: write n bytes from src (user virtual address if user_src) into ip at byte
 // off, growing the file if needed; off may not lie beyond the end. Returns the bytes
 // written, which is less than n if the disk filled up or copying from src failed, or -1
-// for a bad offset or a write past MAXFILE. Caller holds ip->lock and is inside a
+// for a bad offset or a write past MAXFILE. A cached page of ip (pagecache.c) gets the
+// same bytes, so mappings see write()s. Caller holds ip->lock and is inside a
 // transaction, and keeps n small enough for the log (see filewrite). Writes the inode
 // (iupdate) before returning.
 int
@@ -667,6 +668,7 @@ writei(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
       break;
     }
     log_write(bp);
+    pagecache_write(ip, off / BSIZE, off % BSIZE, (char *)bp->data + off % BSIZE, m);
     brelse(bp);
   }
 

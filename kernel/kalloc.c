@@ -11,7 +11,8 @@
 // Reference counts: refs[i] counts the references to the page at KERNBASE + i*PGSIZE.
 // A reference is owned by whoever will call kfree() for it: normally one user PTE
 // (vm.c), or the kernel structure that called kalloc() (a page-table page, a pipe,
-// a kernel stack, a trapframe). COW fork adds one reference per sharing PTE with
+// a kernel stack, a trapframe), or the page cache for each page it lists (pagecache.c).
+// COW fork adds one reference per sharing PTE with
 // krefinc_ptes(); the page returns to the free list when the last owner calls kfree().
 // A page with refs 0 is free (on the list or untouched); allocated pages have refs >= 1.
 // `// LAB cow:` comments mark what the COW lab's students write (docs/lab.md).
@@ -148,6 +149,23 @@ krefinc_ptes(pte_t *ptes, int n)
   }
   release(&kmem.lock);
   // LAB cow: end
+}
+
+// Contract: add one reference to the allocated page pa for a new owner: a PTE that maps
+// a page-cache page (pagecache.c), or a child PTE that fork gives the same file page.
+// Another owner must pin the page meanwhile. Panics if pa is free or not managed.
+void
+krefinc(void *pa)
+{
+  uint64 i = pageindex(pa, "krefinc: bad page");
+
+  acquire(&kmem.lock);
+  if(refs[i] == 0)
+    panic("krefinc: page is free");
+  if(refs[i] == 0xFFFF)
+    panic("krefinc: too many references");
+  refs[i]++;
+  release(&kmem.lock);
 }
 
 // Contract: the number of references to page pa now (0 if it is free). The answer

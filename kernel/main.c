@@ -46,6 +46,7 @@ main(void)
     binit();
     iinit();
     fileinit();
+    pagecacheinit();
     virtio_disk_init();
     userinit();
     printf("nexos: LAZY_ALLOC=%d COW_ALLOC=%d cpus=%d mem=%dM\n",

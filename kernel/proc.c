@@ -119,6 +119,7 @@ allocproc(void)
   p->sz = 0;
   p->heapbase = 0;
   p->lazy_faults = p->cow_faults = p->cow_copies = p->cow_reuses = 0;
+  memset(p->vmas, 0, sizeof(p->vmas));
 
   if((p->trapframe = (struct trapframe *)kalloc()) == 0 ||
      (p->pagetable = proc_pagetable(p)) == 0){
@@ -232,7 +233,8 @@ forkret(void)
   usertrapret();
 }
 
-// Contract: copy the calling process: memory (copied or COW-shared by uvmcopy), the
+// Contract: copy the calling process: memory (copied or COW-shared by uvmcopy), its
+// mmap regions (mmap_fork: the same file pages, a new reference to each file), the
 // registers including the FP state, open files and cwd. The child starts with its own
 // memstat counters at 0 and returns 0 from fork. Returns the child's pid to the parent,
 // or -1 with nothing leaked.
@@ -249,7 +251,7 @@ fork(void)
   // (freeing skips unmapped holes).
   np->sz = p->sz;
   np->heapbase = p->heapbase;
-  if(uvmcopy(p->pagetable, np->pagetable, p->sz) < 0){
+  if(uvmcopy(p->pagetable, np->pagetable, 0, p->sz) < 0 || mmap_fork(p, np) < 0){
     freeproc(np);
     release(&np->lock);
     return -1;
@@ -288,7 +290,8 @@ reparent(struct proc *p)
   }
 }
 
-// Contract: end the calling process with exit status status. Closes its files, frees its
+// Contract: end the calling process with exit status status. Removes its mmap regions
+// (writing shared pages back), closes its files, frees its
 // user memory, hands its children to init, and stays a ZOMBIE (holding only its page-table
 // pages and trapframe) until its parent's wait() frees it.
 // Never returns.
@@ -299,6 +302,8 @@ exit(int status)
 
   if(p == initproc)
     panic("init exiting");
+
+  mmap_unmapall(p);   // write back shared pages, drop the file pages and the files
 
   for(int fd = 0; fd < NOFILE; fd++){
     if(p->ofile[fd]){

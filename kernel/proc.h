@@ -61,6 +61,19 @@ struct trapframe {
   /* 544 */ uint64 fcsr;          // user floating-point control and status
 };
 
+// A file mapping made by mmap (mmap.c). A slot with len 0 is free. Private to the
+// process (like sz), so no lock: only its own system calls and faults touch it, and fork
+// copies it while the parent is in fork.
+#define NVMA 16
+struct vma {
+  uint64 start;      // page-aligned user address of the first page
+  uint64 len;        // bytes, a multiple of PGSIZE; 0 = free slot
+  int prot;          // PROT_READ | PROT_WRITE | PROT_EXEC (kernel/fcntl.h)
+  int flags;         // MAP_SHARED or MAP_PRIVATE
+  struct file *f;    // the mapped file; the region owns one reference (filedup)
+  uint64 off;        // file offset of start, page-aligned
+};
+
 enum procstate { UNUSED, USED, SLEEPING, RUNNABLE, RUNNING, ZOMBIE };
 
 // Per-process state.
@@ -87,6 +100,7 @@ struct proc {
   struct file *ofile[NOFILE];  // open files
   struct inode *cwd;           // current directory
   char name[16];               // for debugging
+  struct vma vmas[NVMA];       // file mappings (mmap.c), all above sz and below TRAPFRAME
 
   // Memory-event counters reported by memstat(); only this process's own
   // trap/system-call path writes them, so no lock is needed.

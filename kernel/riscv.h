@@ -94,6 +94,7 @@ typedef uint64 *pagetable_t; // 512 PTEs
 #define PTE_A (1L << 6) // accessed
 #define PTE_D (1L << 7) // dirty
 #define PTE_COW (1L << 8) // RSW: copy-on-write page; writable in spirit, read-only in the PTE
+#define PTE_FILE (1L << 9) // RSW: maps a page-cache page (mmap); shared by fork in every configuration
 
 // Physical address <-> PTE: the PPN sits at bit 10 of a PTE.
 #define PA2PTE(pa) ((((uint64)pa) >> 12) << 10)

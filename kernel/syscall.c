@@ -101,6 +101,8 @@ extern uint64 sys_link(void);
 extern uint64 sys_mkdir(void);
 extern uint64 sys_close(void);
 extern uint64 sys_memstat(void);
+extern uint64 sys_mmap(void);
+extern uint64 sys_munmap(void);
 
 // System-call number (kernel/syscall.h) -> implementation.
 static uint64 (*syscalls[])(void) = {
@@ -126,6 +128,8 @@ static uint64 (*syscalls[])(void) = {
   [SYS_mkdir]   sys_mkdir,
   [SYS_close]   sys_close,
   [SYS_memstat] sys_memstat,
+  [SYS_mmap]    sys_mmap,
+  [SYS_munmap]  sys_munmap,
 };
 
 // Contract: run the system call whose number is in a7 and put its result in a0.

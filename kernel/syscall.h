@@ -21,3 +21,5 @@
 #define SYS_mkdir   20
 #define SYS_close   21
 #define SYS_memstat 22
+#define SYS_mmap    23
+#define SYS_munmap  24

@@ -7,6 +7,11 @@
 //   COW_ALLOC   uvmcopy()   1: fork shares pages (share_pte)   0: copies them (copy_pte)
 //               vmfault()   1: a store to a PTE_COW page copies or takes it (cowfault)
 //   both        userpte()   copyin/copyout/copyinstr fault pages in through vmfault()
+//   LAZY_ALLOC  mmap (mmap.c) 1: a file page is mapped on first touch (mmapfault)
+//                             0: sys_mmap maps every page of the region at once
+//   neither     file pages  fork gives the child the same page-cache pages (PTE_FILE) in
+//                           every configuration; a MAP_PRIVATE page is PTE_COW and its
+//                           first store copies it through cowfault(), also with COW_ALLOC=0
 //
 // Everything else (walk, mappages, uvmunmap, uvmfree, ...) is the same mechanism for all
 // four configurations: it skips unmapped holes (a lazy heap has them, and fork copies
@@ -22,6 +27,14 @@
 //     "writable in spirit": the page may be shared with other page tables, and the
 //     first store must go through cowfault(), which gives this PTE a private writable
 //     page. A read-only page (text) never gets PTE_COW and stays read-only forever.
+//     Besides COW fork, MAP_PRIVATE file pages carry it (mmap.c), in every configuration.
+//   - PTE_FILE (the other RSW bit) means "this PTE maps a page-cache page" (pagecache.c):
+//     the page belongs to the file, and fork shares it whatever COW_ALLOC says. Without
+//     PTE_W it is either private (and PTE_COW if the region is writable) or a MAP_SHARED
+//     page not stored to yet; PTE_W|PTE_FILE is a MAP_SHARED page that may be dirty,
+//     which munmap/exit write back. A private copy (cowfault) loses PTE_FILE.
+//   - File mappings (p->vmas, mmap.c) lie in [PGROUNDUP(sz), TRAPFRAME): above the heap,
+//     so loops over [0, sz) never meet them; mmap.c unmaps them itself.
 //   - Only the process that owns a page table changes it while the process lives
 //     (its own system calls and faults, on one hart at a time); exec and exit change
 //     tables nobody else can see. So a page table needs no lock of its own.
@@ -357,9 +370,15 @@ share_pte(pte_t *pte)
 static int
 forkleaves(pte_t *from, pte_t *to, int n)
 {
+  int nfile = 0;
+
   for(int i = 0; i < n; i++){
     if((from[i] & PTE_V) == 0)
       continue;
+    if(from[i] & PTE_FILE){
+      nfile++;        // a page-cache page: below
+      continue;
+    }
     pte_t pte = COW_ALLOC ? share_pte(&from[i]) : copy_pte(&from[i]);
     if(pte == 0)
       return -1;
@@ -370,15 +389,25 @@ forkleaves(pte_t *from, pte_t *to, int n)
   // nobody but this thread can see the child's table.
   if(COW_ALLOC)
     krefinc_ptes(to, n);
+  // File pages (only in mmap regions): the child maps the same page with the same
+  // flags in every configuration, and its PTE owns a reference of its own.
+  for(int i = 0; nfile > 0 && i < n; i++){
+    if((from[i] & PTE_V) && (from[i] & PTE_FILE)){
+      krefinc((void *)PTE2PA(from[i]));
+      to[i] = from[i];
+      nfile--;
+    }
+  }
   return 0;
 }
 
-// Contract: for fork, give child table new the parent's (old's) user memory [0, sz):
-// copies of each mapped page (COW_ALLOC=0) or the same pages shared copy-on-write
-// (COW_ALLOC=1). Holes are skipped: the child gets only what the parent has mapped.
-// Returns 0, or -1 if memory runs out; then everything the child got has been
-// unmapped and its references dropped (its page-table pages stay for the caller's
-// uvmfree/proc_freepagetable to free).
+// Contract: for fork, give child table new the parent's (old's) user memory [lo, hi)
+// (page-aligned; fork passes [0, sz) and then each mmap region): copies of each mapped
+// anonymous page (COW_ALLOC=0) or the same pages shared copy-on-write (COW_ALLOC=1), and
+// the same page for a file page (PTE_FILE) in both. Holes are skipped: the child gets
+// only what the parent has mapped. Returns 0, or -1 if memory runs out; then everything
+// the child got in [lo, hi) has been unmapped and its references dropped (its page-table
+// pages stay for the caller's uvmfree/proc_freepagetable to free).
 //
 // It visits the parent's level-0 tables, not its pages: one walk() per 2 MiB region
 // finds a table of 512 leaf PTEs (or none: then the whole 2 MiB, or 1 GiB when even
@@ -386,13 +415,13 @@ forkleaves(pte_t *from, pte_t *to, int n)
 // finds or makes the matching table, and forkleaves() runs down both tables side by
 // side. A COW fork thus costs a few instructions per page, not a walk per page.
 int
-uvmcopy(pagetable_t old, pagetable_t new, uint64 sz)
+uvmcopy(pagetable_t old, pagetable_t new, uint64 lo, uint64 hi)
 {
-  uint64 top = PGROUNDUP(sz);
+  uint64 top = PGROUNDUP(hi);
   int err = 0;
 
-  for(uint64 va = 0; va < top && !err; va = nextregion(old, va)){
-    pte_t *from = walk(old, va, 0);  // va is 2 MiB aligned: entry 0 of a level-0 table
+  for(uint64 va = lo; va < top && !err; va = nextregion(old, va)){
+    pte_t *from = walk(old, va, 0);  // va is 2 MiB aligned (but maybe the first): a table's entry
     if(from == 0)
       continue;                      // no table: 2 MiB (or 1 GiB) of holes
     uint64 end = nextregion(old, va) < top ? nextregion(old, va) : top;
@@ -403,7 +432,7 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 sz)
   if(COW_ALLOC)
     sfence_vma();  // parent PTEs may have lost PTE_W
   if(err){
-    uvmunmap(new, 0, top / PGSIZE, 1);
+    uvmunmap(new, lo, (top - lo) / PGSIZE, 1);
     return -1;
   }
   return 0;
@@ -413,7 +442,8 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 sz)
 
 // Contract: sbrk's policy. Grow (n > 0) or shrink (n < 0) the calling process's memory
 // by n bytes; returns 0, or -1 with nothing changed.
-//   grow:   the new size must not pass TRAPFRAME (the top of user space).
+//   grow:   the new size must not pass the lowest mmap region (mmap_floor: TRAPFRAME,
+//           the top of user space, when there is none).
 //           LAZY_ALLOC=1: only p->sz rises; vmfault() maps each page on first touch.
 //           LAZY_ALLOC=0: every new page is mapped now, or none is (out of memory: -1).
 //   shrink: the new size must not go below p->heapbase (sbrk cannot release the
@@ -427,7 +457,7 @@ growproc(int n)
   uint64 newsz = oldsz + (long)n;  // n < 0 wraps below oldsz
 
   if(n > 0){
-    if(newsz < oldsz || newsz > TRAPFRAME)
+    if(newsz < oldsz || newsz > mmap_floor(p))
       return -1;
     // LAB lazy: begin
     if(!LAZY_ALLOC){
@@ -475,6 +505,9 @@ lazyfault(struct proc *p, uint64 va)
 
 // COW_ALLOC=1. Contract: a store hit the COW page that *pte (p's PTE for va) maps; give
 // that PTE a private writable page. Returns 0, or -1 if out of memory (PTE unchanged).
+// Also the store path of a MAP_PRIVATE file page (PTE_COW|PTE_FILE, any COW_ALLOC): the
+// page cache holds a reference of its own, so such a page always has refcount >= 2 and
+// is copied; the copy is anonymous memory and loses PTE_FILE.
 //
 // Why "refcount == 1 -> reuse" is safe without holding kmem.lock across the decision:
 // our PTE owns one of the references, so a count of 1 means no other PTE maps the page.
@@ -490,7 +523,7 @@ cowfault(struct proc *p, uint64 va, pte_t *pte)
 {
   // LAB cow: begin
   uint64 pa = PTE2PA(*pte);
-  int flags = (PTE_FLAGS(*pte) | PTE_W) & ~PTE_COW;
+  int flags = (PTE_FLAGS(*pte) | PTE_W) & ~(PTE_COW | PTE_FILE);
 
   p->cow_faults++;
   if(krefcount((void *)pa) == 1){
@@ -516,8 +549,13 @@ cowfault(struct proc *p, uint64 va, pte_t *pte)
 // system call) at user address va; is_store is 1 for a store/AMO (or copyout), 0 for a
 // load or instruction fetch. Returns 0 if the access can be retried, -1 if it cannot
 // (the caller kills p). Never panics on a bad address.
-//   valid user PTE with PTE_COW, is_store, COW_ALLOC=1  -> cowfault(): copy or reuse
+//   valid user PTE with PTE_COW, is_store               -> cowfault(): copy or reuse
+//                          (COW fork pages, and MAP_PRIVATE file pages in every config)
+//   valid user PTE with PTE_FILE, no PTE_W, is_store    -> mmapfault(): a MAP_SHARED
+//                          writable page becomes writable (and dirty); else -1
 //   no valid PTE, heapbase <= va < sz, LAZY_ALLOC=1     -> lazyfault(): zeroed page
+//   no valid PTE, va in an mmap region, LAZY_ALLOC=1    -> mmapfault(): the file page,
+//                          then for a store one of the two cases above
 //   anything else: above sz, the guard page (no PTE_U), read-only text, trapframe,
 //   trampoline, va >= MAXVA                               -> -1
 int
@@ -529,12 +567,18 @@ vmfault(struct proc *p, uint64 va, int is_store)
 
   pte_t *pte = walk(p->pagetable, va, 0);
   if(pte && (*pte & PTE_V)){
-    if(COW_ALLOC && is_store && (*pte & PTE_U) && (*pte & PTE_COW))
+    if(is_store && (*pte & PTE_U) && (*pte & PTE_COW))
       return cowfault(p, va, pte);
+    if(is_store && (*pte & PTE_U) && (*pte & PTE_FILE))
+      return mmapfault(p, va, pte);
     return -1;
   }
   if(LAZY_ALLOC && va >= p->heapbase && va < p->sz)
     return lazyfault(p, va);
+  // A file page on first touch (-1 unless va is in a region). It is mapped read-only,
+  // so a store then takes one more step: cowfault or the MAP_SHARED upgrade above.
+  if(LAZY_ALLOC && mmapfault(p, va, 0) == 0)
+    return is_store ? vmfault(p, va, 1) : 0;
   return -1;
 }
 
@@ -555,8 +599,11 @@ countwalk(pagetable_t pagetable, int level, struct memstat *ms)
       continue;
     if(level > 0 && PTE_FLAGS(pte) == PTE_V)
       countwalk((pagetable_t)PTE2PA(pte), level - 1, ms);
-    else if(pte & PTE_U)
+    else if(pte & PTE_U){
       ms->mapped_pages++;
+      if(pte & PTE_FILE)
+        ms->file_pages++;
+    }
   }
 }
 
@@ -578,13 +625,15 @@ vmstat(struct proc *p, struct memstat *ms)
   ms->cow_alloc = COW_ALLOC;
   ms->ncpu = nharts();
   ms->memsize_mb = MEMSIZE_MB;
+  ms->pagecache_pages = pagecache_pages();
 }
 
 // ---------------------------------------------------------------- copying to/from user
 
 // Contract: the leaf PTE of user address va in pagetable, usable for a store (is_store)
 // or a load, or 0 if there is none. When pagetable is the calling process's own, an
-// unmapped lazy heap page or (for a store) a COW page is first resolved by vmfault(),
+// unmapped lazy heap or mmap page or (for a store) a COW page or a read-only file page
+// is first resolved by vmfault(),
 // exactly as if user code had touched it. Other tables (exec's new one) are used as
 // they are.
 static pte_t *
@@ -595,9 +644,9 @@ userpte(pagetable_t pagetable, uint64 va, int is_store)
   pte_t *pte = walk(pagetable, va, 0);
   int missing = pte == 0 || (*pte & PTE_V) == 0;
   // LAB lazy: begin
-  if(missing || (is_store && (*pte & PTE_COW))){
+  if(missing || (is_store && (*pte & (PTE_COW | PTE_FILE)) && (*pte & PTE_W) == 0)){
   // LAB lazy: stub
-  // if(!missing && is_store && (*pte & PTE_COW)){  // a missing page is not faulted in yet
+  // if(!missing && is_store && (*pte & (PTE_COW | PTE_FILE)) && (*pte & PTE_W) == 0){
   // LAB lazy: end
     struct proc *p = myproc();
     if(p == 0 || p->pagetable != pagetable || vmfault(p, va, is_store) != 0)

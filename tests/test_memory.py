@@ -1,5 +1,5 @@
-"""Lazy allocation and copy-on-write in all four configurations, booted for real: the test
-programs pass (each checks exact page counts with memstat and, where its feature is off,
+"""Lazy allocation, copy-on-write and mmap in all four configurations, booted for real: the
+test programs pass (each checks exact page counts with memstat and, where its feature is off,
 the fallback behaviour), the kernel never panics, and free pages return to their baseline."""
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def test_memory_programs(build_kernel, repo, lazy, cow):
     failures = []
     with QemuSession.for_config(cfg, repo) as s:
         baseline = free_pages(s, lazy, cow)
-        for cmd, limit in (("lazytests", 600), ("cowtests", 600), ("usertests", 1800),
+        for cmd, limit in (("lazytests", 600), ("cowtests", 600), ("mmaptests", 600),
+                           ("usertests", 1800),
                            ("stress -n 300 -t 60 -s 7", 300)):
             out = s.run(cmd, timeout=limit).output
             assert find_panic(out) is None, f"{cmd}: kernel panic\n{out[-3000:]}"

@@ -27,6 +27,10 @@ char* sbrk(int);
 int sleep(int);
 int uptime(void);
 int memstat(struct memstat*);   // fill a snapshot (kernel/memstat.h); 0 or -1
+// mmap: map len bytes of fd from offset off (page-aligned); prot/flags from kernel/fcntl.h.
+// addr 0: the kernel chooses; else exactly addr or failure. (char *)-1 on failure.
+void *mmap(void *addr, uint64 len, int prot, int flags, int fd, uint64 off);
+int munmap(void *addr, uint64 len);   // a whole region, a prefix or a suffix; 0 or -1
 
 // Names that newer stock xv6-riscv uses for the calls above, so that a
 // course's programs written against it compile as EXTRA_UPROGS too (docs/userland.md).

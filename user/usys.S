@@ -135,3 +135,15 @@ memstat:
   ecall
   ret
 
+
+.global mmap
+mmap:
+  li a7, SYS_mmap
+  ecall
+  ret
+
+.global munmap
+munmap:
+  li a7, SYS_munmap
+  ecall
+  ret

@@ -1,0 +1,188 @@
+// The page cache: file pages that some process maps with mmap (mmap.c), one physical
+// page per (device, inode number, page index), shared by every mapping of that page.
+//
+// A block is a page here (BSIZE == PGSIZE), so page index i of a file holds file bytes
+// [i*PGSIZE, (i+1)*PGSIZE); the part past the end of the file reads as zeroes.
+//
+// Ownership rule (who holds which reference, kalloc.c's counts):
+//   - The cache holds one reference of its own to every page it lists.
+//   - Every PTE that maps a cached page holds one more (pagecache_get() takes it for the
+//     PTE; fork adds one per child PTE; uvmunmap/cowfault give it back with kfree()).
+//   - So a listed page with refcount 1 is mapped by nobody. pagecache_trim() drops such
+//     pages; mmap.c calls it for a region's file range each time a region (or part of
+//     one) goes away, after its PTEs are gone. Every PTE reference that is dropped
+//     belongs to a process that still has the region over that page (munmap, exit,
+//     exec, or a private store that copied the page), and that region's removal trims
+//     the page. So a page lives in the cache exactly while some mapping may use it,
+//     and free pages return to their baseline when the last mapping goes.
+//
+// Locking:
+//   - pcache.lock (a spinlock) protects every entry, and orders lookups that take a
+//     reference (krefinc under the lock) against trims that read refcount 1 and drop
+//     the page (also under the lock): a page cannot be taken from the cache while it
+//     is being dropped. fork's references need no cache lock: they copy a PTE's, so the
+//     count is >= 2 while fork runs and no trim can see 1.
+//   - Filling an entry (readi) and writing into a cached page (pagecache_write, from
+//     writei) happen under the inode's sleeplock, so a page is never inserted with data
+//     older than the last write(). Lock order: ip->lock, then pcache.lock, then
+//     kmem.lock.
+//   - Page contents are not locked: mapped stores race with write() as they do on any
+//     shared memory.
+//
+// Coherence with read()/write(): writei() copies what it writes into the cached page
+// (pagecache_write), so a cached page is never older than the file. readi() reads the
+// disk, so a store through a MAP_SHARED mapping is seen by read() once it is written
+// back (munmap, exit, exec: mmap.c).
+#include "kernel/types.h"
+#include "kernel/param.h"
+#include "kernel/riscv.h"
+#include "kernel/spinlock.h"
+#include "kernel/sleeplock.h"
+#include "kernel/fs.h"
+#include "kernel/file.h"
+#include "kernel/defs.h"
+
+#if BSIZE != PGSIZE
+#error "the page cache maps one file block per page"
+#endif
+
+#define NPCACHE 1024   // pages the cache can list at once (4 MiB of mapped file data)
+
+struct cpage {
+  uint dev;      // the inode's device; an entry with pa == 0 is free
+  uint inum;     // the inode's number
+  uint64 pgno;   // page index in the file
+  char *pa;      // the physical page; the cache owns one reference to it
+};
+
+static struct {
+  struct spinlock lock;          // protects pages[] and npages
+  struct cpage pages[NPCACHE];
+  int npages;                    // entries in use (memstat's pagecache_pages)
+} pcache;
+
+// Contract: initialise the page cache's lock. Hart 0, once; every entry starts free.
+void
+pagecacheinit(void)
+{
+  initlock(&pcache.lock, "pcache");
+}
+
+// Contract: the entry for (dev, inum, pgno), or 0. Caller holds pcache.lock.
+static struct cpage *
+lookup(uint dev, uint inum, uint64 pgno)
+{
+  for(struct cpage *c = pcache.pages; c < pcache.pages + NPCACHE; c++)
+    if(c->pa && c->dev == dev && c->inum == inum && c->pgno == pgno)
+      return c;
+  return 0;
+}
+
+// Contract: if page pgno of ip is cached, add a reference to it for the caller and
+// return it, else return 0. Takes pcache.lock.
+static char *
+gethit(struct inode *ip, uint64 pgno)
+{
+  char *pa = 0;
+
+  acquire(&pcache.lock);
+  struct cpage *c = lookup(ip->dev, ip->inum, pgno);
+  if(c){
+    krefinc(c->pa);
+    pa = c->pa;
+  }
+  release(&pcache.lock);
+  return pa;
+}
+
+// Contract: the cached page for page pgno of ip, reading it from the file on a miss,
+// with one new reference that the caller hands to a PTE (it gives it back with kfree).
+// Returns 0 if memory runs out or the cache is full (nothing taken). The caller holds a
+// reference to ip and no spinlock; ip->lock may be held by the caller itself (a
+// read()/write() whose user buffer is a mapping of the same file), else it is taken.
+char *
+pagecache_get(struct inode *ip, uint64 pgno)
+{
+  char *pa = gethit(ip, pgno);
+  if(pa)
+    return pa;
+
+  char *mem = kalloc();
+  if(mem == 0)
+    return 0;
+  int mine = holdingsleep(&ip->lock);
+  if(!mine)
+    ilock(ip);
+  // Under ip->lock nobody else fills or writes this page: look once more, then fill.
+  pa = gethit(ip, pgno);
+  if(pa == 0){
+    memset(mem, 0, PGSIZE);
+    int r = readi(ip, 0, (uint64)mem, pgno * PGSIZE, PGSIZE);
+    acquire(&pcache.lock);
+    struct cpage *c = pcache.pages;
+    while(c < pcache.pages + NPCACHE && c->pa)   // a free entry
+      c++;
+    if(r >= 0 && c < pcache.pages + NPCACHE){
+      c->dev = ip->dev;
+      c->inum = ip->inum;
+      c->pgno = pgno;
+      c->pa = mem;          // the cache's reference: the one kalloc() gave us
+      pcache.npages++;
+      krefinc(mem);         // the caller's
+      pa = mem;
+      mem = 0;
+    }
+    release(&pcache.lock);
+  }
+  if(!mine)
+    iunlock(ip);
+  if(mem)
+    kfree(mem);
+  return pa;
+}
+
+// Contract: drop from the cache every page of ip with index in [lo, hi) that nobody
+// maps any more (refcount 1: only the cache's reference), freeing it. Pages still
+// mapped stay. The caller has already unmapped its own PTEs for that range.
+void
+pagecache_trim(struct inode *ip, uint64 lo, uint64 hi)
+{
+  acquire(&pcache.lock);
+  for(struct cpage *c = pcache.pages; c < pcache.pages + NPCACHE; c++){
+    if(c->pa == 0 || c->dev != ip->dev || c->inum != ip->inum)
+      continue;
+    if(c->pgno < lo || c->pgno >= hi || krefcount(c->pa) != 1)
+      continue;
+    kfree(c->pa);
+    c->pa = 0;
+    pcache.npages--;
+  }
+  release(&pcache.lock);
+}
+
+// Contract: writei() wrote the n bytes at src (kernel memory) at byte off of page pgno
+// of ip; copy them into the cached page, if there is one, so it is not stale. Caller
+// holds ip->lock. off + n <= PGSIZE.
+void
+pagecache_write(struct inode *ip, uint64 pgno, uint off, char *src, uint n)
+{
+  // Unlocked peek: pages of ip are inserted only under ip->lock, which we hold, so an
+  // empty cache cannot gain one of ip's pages meanwhile.
+  if(pcache.npages == 0)
+    return;
+  acquire(&pcache.lock);
+  struct cpage *c = lookup(ip->dev, ip->inum, pgno);
+  if(c)
+    memmove(c->pa + off, src, n);
+  release(&pcache.lock);
+}
+
+// Contract: the number of pages the cache holds now (whole system; a statistic).
+int
+pagecache_pages(void)
+{
+  acquire(&pcache.lock);
+  int n = pcache.npages;
+  release(&pcache.lock);
+  return n;
+}
