@@ -23,6 +23,8 @@
 #define dup host_dup
 #define getpid host_getpid
 #define sbrk host_sbrk
+#define mmap host_mmap        // declared only: no host program maps a file
+#define munmap host_munmap
 #define sleep host_sleep
 #define uptime host_uptime
 #define memstat host_memstat
