@@ -46,36 +46,94 @@
 #error "the page cache maps one file block per page"
 #endif
 
-#define NPCACHE 1024   // pages the cache can list at once (4 MiB of mapped file data)
+// The cache may list a quarter of RAM: enough to map the default model (98 MB) in the
+// default 512 MiB; past that, mmap fails (eager) or the faulting process is killed (lazy).
+#define NPCACHE (MEMSIZE_MB * 64)
+#define NPHASH 4096    // hash chains; an entry is on the chain of hash(dev, inum, pgno)
+#define NONE (-1)      // the end of a chain or of the free list
 
 struct cpage {
-  uint dev;      // the inode's device; an entry with pa == 0 is free
+  uint dev;      // the inode's device
   uint inum;     // the inode's number
   uint64 pgno;   // page index in the file
-  char *pa;      // the physical page; the cache owns one reference to it
+  char *pa;      // the physical page (the cache owns one reference); 0: the entry is free
+  int next;      // the next entry on this entry's hash chain, or on the free list
 };
 
 static struct {
-  struct spinlock lock;          // protects pages[] and npages
+  struct spinlock lock;          // protects every field below
   struct cpage pages[NPCACHE];
+  int chain[NPHASH];             // first entry of each hash chain, or NONE
+  int free;                      // first free entry, or NONE
   int npages;                    // entries in use (memstat's pagecache_pages)
 } pcache;
 
-// Contract: initialise the page cache's lock. Hart 0, once; every entry starts free.
+static int
+hash(uint dev, uint inum, uint64 pgno)
+{
+  return (int)((pgno + 7919UL * inum + 104729UL * dev) % NPHASH);
+}
+
+// Contract: initialise the page cache. Hart 0, once: every chain empty, every entry free.
 void
 pagecacheinit(void)
 {
   initlock(&pcache.lock, "pcache");
+  for(int h = 0; h < NPHASH; h++)
+    pcache.chain[h] = NONE;
+  for(int i = 0; i < NPCACHE; i++)
+    pcache.pages[i].next = i + 1 < NPCACHE ? i + 1 : NONE;
+  pcache.free = 0;
 }
 
-// Contract: the entry for (dev, inum, pgno), or 0. Caller holds pcache.lock.
-static struct cpage *
+// Contract: the link that points at the entry for (dev, inum, pgno) (a chain head or an
+// entry's next), or 0 if the page is not cached. Caller holds pcache.lock.
+static int *
 lookup(uint dev, uint inum, uint64 pgno)
 {
-  for(struct cpage *c = pcache.pages; c < pcache.pages + NPCACHE; c++)
-    if(c->pa && c->dev == dev && c->inum == inum && c->pgno == pgno)
-      return c;
+  int *link = &pcache.chain[hash(dev, inum, pgno)];
+  for(; *link != NONE; link = &pcache.pages[*link].next){
+    struct cpage *c = &pcache.pages[*link];
+    if(c->dev == dev && c->inum == inum && c->pgno == pgno)
+      return link;
+  }
   return 0;
+}
+
+// Contract: list pa as page pgno of (dev, inum), which is not cached; 0 if every entry
+// is taken. The cache's reference is the caller's, handed over. Caller holds pcache.lock.
+static int
+insert(uint dev, uint inum, uint64 pgno, char *pa)
+{
+  if(pcache.free == NONE)
+    return 0;
+  int i = pcache.free;
+  struct cpage *c = &pcache.pages[i];
+  pcache.free = c->next;
+  c->dev = dev;
+  c->inum = inum;
+  c->pgno = pgno;
+  c->pa = pa;
+  int h = hash(dev, inum, pgno);
+  c->next = pcache.chain[h];
+  pcache.chain[h] = i;
+  pcache.npages++;
+  return 1;
+}
+
+// Contract: take the entry *link points at off its chain, free its page (the cache's
+// reference) and the entry. Caller holds pcache.lock.
+static void
+drop(int *link)
+{
+  int i = *link;
+  struct cpage *c = &pcache.pages[i];
+  *link = c->next;
+  kfree(c->pa);
+  c->pa = 0;
+  c->next = pcache.free;
+  pcache.free = i;
+  pcache.npages--;
 }
 
 // Contract: if page pgno of ip is cached, add a reference to it for the caller and
@@ -86,10 +144,10 @@ gethit(struct inode *ip, uint64 pgno)
   char *pa = 0;
 
   acquire(&pcache.lock);
-  struct cpage *c = lookup(ip->dev, ip->inum, pgno);
-  if(c){
-    krefinc(c->pa);
-    pa = c->pa;
+  int *link = lookup(ip->dev, ip->inum, pgno);
+  if(link){
+    pa = pcache.pages[*link].pa;
+    krefinc(pa);
   }
   release(&pcache.lock);
   return pa;
@@ -119,16 +177,9 @@ pagecache_get(struct inode *ip, uint64 pgno)
     memset(mem, 0, PGSIZE);
     int r = readi(ip, 0, (uint64)mem, pgno * PGSIZE, PGSIZE);
     acquire(&pcache.lock);
-    struct cpage *c = pcache.pages;
-    while(c < pcache.pages + NPCACHE && c->pa)   // a free entry
-      c++;
-    if(r >= 0 && c < pcache.pages + NPCACHE){
-      c->dev = ip->dev;
-      c->inum = ip->inum;
-      c->pgno = pgno;
-      c->pa = mem;          // the cache's reference: the one kalloc() gave us
-      pcache.npages++;
-      krefinc(mem);         // the caller's
+    // The cache's reference is the one kalloc() gave us; krefinc adds the caller's.
+    if(r >= 0 && insert(ip->dev, ip->inum, pgno, mem)){
+      krefinc(mem);
       pa = mem;
       mem = 0;
     }
@@ -148,14 +199,23 @@ void
 pagecache_trim(struct inode *ip, uint64 lo, uint64 hi)
 {
   acquire(&pcache.lock);
-  for(struct cpage *c = pcache.pages; c < pcache.pages + NPCACHE; c++){
-    if(c->pa == 0 || c->dev != ip->dev || c->inum != ip->inum)
-      continue;
-    if(c->pgno < lo || c->pgno >= hi || krefcount(c->pa) != 1)
-      continue;
-    kfree(c->pa);
-    c->pa = 0;
-    pcache.npages--;
+  if(hi - lo <= NPCACHE){          // look each page up
+    for(uint64 pgno = lo; pgno < hi; pgno++){
+      int *link = lookup(ip->dev, ip->inum, pgno);
+      if(link && krefcount(pcache.pages[*link].pa) == 1)
+        drop(link);
+    }
+  } else {                         // a range wider than the cache: walk every chain
+    for(int h = 0; h < NPHASH; h++){
+      for(int *link = &pcache.chain[h]; *link != NONE; ){
+        struct cpage *c = &pcache.pages[*link];
+        if(c->dev == ip->dev && c->inum == ip->inum && c->pgno >= lo && c->pgno < hi &&
+           krefcount(c->pa) == 1)
+          drop(link);             // *link is now the next entry
+        else
+          link = &c->next;
+      }
+    }
   }
   release(&pcache.lock);
 }
@@ -171,9 +231,9 @@ pagecache_write(struct inode *ip, uint64 pgno, uint off, char *src, uint n)
   if(pcache.npages == 0)
     return;
   acquire(&pcache.lock);
-  struct cpage *c = lookup(ip->dev, ip->inum, pgno);
-  if(c)
-    memmove(c->pa + off, src, n);
+  int *link = lookup(ip->dev, ip->inum, pgno);
+  if(link)
+    memmove(pcache.pages[*link].pa + off, src, n);
   release(&pcache.lock);
 }
 

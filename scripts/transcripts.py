@@ -37,6 +37,7 @@ from nexos.qemu import QemuSession  # noqa: E402
 TRANSCRIPTS = REPO / "tests" / "transcripts"
 SEED = "--prompt-tokens 1,2,3 --gen-len 10"
 HEADER = "# scripts/transcripts.py"
+TOKENIZE_TEXT = "Hello, world! café"   # --tokenize: ASCII and a UTF-8 accent
 # the --perplexity text: the opening of the Gettysburg Address, as in tests/test_perplexity.py
 GETTYSBURG = ("Four score and seven years ago our fathers brought forth on this continent, "
               "a new nation, conceived in Liberty, and dedicated to the proposition that all "
@@ -132,6 +133,7 @@ HOST_CASES = (
              '--prompt "The capital of France is" --gen-len 12 --print-tokens'),
     HostCase("host-chat-smollm2", SMOLLM2, '--chat "What is the capital of France?"'),
     HostCase("host-perplexity-smollm2", SMOLLM2, f'--perplexity "{GETTYSBURG}"'),
+    HostCase("host-tokenize-smollm2", SMOLLM2, f'--tokenize --prompt "{TOKENIZE_TEXT}"'),
 )
 REAL_MEM = BuildConfig(1, 0, memsize=768)  # the real model's guest: room for 98 MB
 
@@ -155,6 +157,11 @@ GUEST_CASES = (
               model=SMOLLM2),
     GuestCase("guest-perplexity-lazy1-cow0-mem768", REAL_MEM, f'--perplexity "{GETTYSBURG}"',
               model=SMOLLM2),
+    # the mapped model: the lazy kernel reads the tokenizer's pages, the eager one all of them
+    GuestCase("guest-tokenize-lazy1-cow0", BuildConfig(1, 0),
+              f'--tokenize --prompt "{TOKENIZE_TEXT}"'),
+    GuestCase("guest-tokenize-lazy0-cow0", BuildConfig(0, 0),
+              f'--tokenize --prompt "{TOKENIZE_TEXT}"'),
 )
 
 

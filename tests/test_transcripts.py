@@ -145,6 +145,8 @@ def expected_mode(t: Transcript) -> str:
         return "error"
     if t.flag("--samples"):
         return "samples"
+    if "--tokenize" in t.args:
+        return "tokenize"
     if t.scored:
         return "perplexity"
     return "single" if t.flag("--prompt-tokens") or t.text else "bench"
@@ -152,9 +154,21 @@ def expected_mode(t: Transcript) -> str:
 
 # --------------------------------------------------------------------------- (a) parsing
 
+def test_tokenize_reads_the_tokenizer_not_the_weights():
+    """--tokenize on the lazy kernel maps the model but touches only its header and
+    tokenizer; the eager kernel's mmap maps every page of the file (at least 90 MB of the
+    98 MB model). Both encode the text as the host build does."""
+    lazy, eager, host = (parse_smolprobe(transcript(n).body) for n in (
+        "guest-tokenize-lazy1-cow0", "guest-tokenize-lazy0-cow0", "host-tokenize-smollm2"))
+    assert lazy.prompt == eager.prompt == host.prompt and host.prompt
+    assert lazy.tokenized and eager.tokenized
+    assert eager.tokenized.file_pages * PAGE >= 90_000_000
+    assert 0 < lazy.tokenized.file_pages * 10 < eager.tokenized.file_pages
+
+
 def test_every_mode_has_a_transcript():
     modes = {expected_mode(transcript(n)) for n in ALL}
-    assert modes == {"single", "samples", "perplexity", "bench", "error"}
+    assert modes == {"single", "samples", "perplexity", "bench", "tokenize", "error"}
     assert {transcript(n).where for n in ALL} == {"host", "guest"}
 
 
@@ -174,7 +188,7 @@ def check_transcript(t: Transcript) -> None:
         assert (t.exit_status == 0) == r.ok
     if r.mode == "error":
         assert lines[-1] == PREFIX + "error: " + r.error
-    if r.request or r.bench:   # the model loaded: the model line names it
+    if r.request or r.bench or r.tokenized:   # the model loaded: the model line names it
         cfg = preset_config(t.preset)
         assert r.model is not None
         assert (r.model.layers, r.model.dim, r.model.vocab) == (cfg.n_layers, cfg.dim,
@@ -182,6 +196,10 @@ def check_transcript(t: Transcript) -> None:
         real = "--gguf" in t.header
         assert r.model.weights == ("q8_0+q4_1" if real else "int8")
         assert (r.model.version, r.model.tokenizer) == ((2, 1) if real else (1, 0))
+    if r.tokenized:   # --tokenize: the prompt line, and the mapped file's pages it touched
+        assert r.prompt is not None and r.tokenized.prompt_tokens == len(r.prompt)
+        # the shim counts no file pages; a guest maps at least the header's
+        assert (r.tokenized.file_pages == 0) == (t.where == "host")
     prompt = t.flag("--prompt-tokens")
     if r.request:
         if t.text:   # encoded by the model's tokenizer: the prompt line lists the ids

@@ -23,7 +23,7 @@
 #define dup host_dup
 #define getpid host_getpid
 #define sbrk host_sbrk
-#define mmap host_mmap        // declared only: no host program maps a file
+#define mmap host_mmap
 #define munmap host_munmap
 #define sleep host_sleep
 #define uptime host_uptime

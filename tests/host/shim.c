@@ -103,6 +103,13 @@ static void *g_memset(void *d, int c, unsigned long n) { return memset(d, c, n);
 static void *g_memcpy(void *d, const void *s, unsigned long n) { return memcpy(d, s, n); }
 static void *g_memmove(void *d, const void *s, unsigned long n) { return memmove(d, s, n); }
 static int g_memcmp(const void *a, const void *b, unsigned long n) { return memcmp(a, b, n); }
+// NexOS's mmap ABI (kernel/fcntl.h) names the same bits as Linux's: 1 read, 2 write,
+// 4 exec; MAP_SHARED 1, MAP_PRIVATE 2.
+static void *g_mmap(unsigned long len, int prot, int flags, int fd, unsigned long off)
+{
+  return mmap(0, len, prot & 7, flags & 3, fd, (off_t)off);
+}
+static int g_munmap(void *a, unsigned long len) { return munmap(a, len); }
 static long g_strtol(const char *s, char **e, int b) { return strtol(s, e, b); }
 static double g_strtod(const char *s, char **e) { return strtod(s, e); }
 static int g_fork(void) { return fork(); }
@@ -206,6 +213,19 @@ fstat(int fd, struct stat *st)
   st->nlink = 1;
   st->size = size;
   return 0;
+}
+
+// File mappings: the host's own (memstat's file_pages stays 0 here).
+void *
+mmap(void *addr, uint64 len, int prot, int flags, int fd, uint64 off)
+{
+  return addr ? (void *)-1 : g_mmap(len, prot, flags, fd, off);
+}
+
+int
+munmap(void *addr, uint64 len)
+{
+  return g_munmap(addr, len);
 }
 
 // Grow (or shrink) the arena's break by n bytes; the old break, or (char*)-1.

@@ -449,10 +449,11 @@ map_weights(struct model *mo, const int *types, const uint64 *off)
     free(tmp);
 }
 
-void
-load_model(const char *path, struct model *mo)
+// Open the checkpoint at path and check it is a regular file of at least a header;
+// dies otherwise. Returns the descriptor; *size is the file's size.
+static int
+open_checkpoint(const char *path, uint64 *size)
 {
-  uchar header[HEADER_SIZE];
   struct stat st;
   int fd = open(path, O_RDONLY);
   if(fd < 0)
@@ -461,25 +462,54 @@ load_model(const char *path, struct model *mo)
     llm_die("model is not a regular file: ", path);
   if(st.size < HEADER_SIZE)
     llm_die_num("model: file too short for the header (", (long)st.size, " bytes, need 256)");
+  *size = st.size;
+  return fd;
+}
+
+// The layout of a checkpoint of `size` bytes whose config is mo->c and whose type table
+// (version 2; 0 for version 1) is raw: sets mo->types, returns the section offsets
+// (layout()) and the size they imply; dies unless that is the file's size.
+static uint64 *
+checked_layout(struct model *mo, const uchar *raw, uint64 size, uint64 *want)
+{
+  struct config *c = &mo->c;
+  mo->types = block_types(c, raw);
+  uint64 *off = llm_malloc((3UL + c->n_blocks) * sizeof(uint64), "the layout");
+  *want = checkpoint_bytes(c, mo->types, off);
+  if(size != *want){
+    fprintf(2, "[%s] error: model: file is %lu bytes but its header implies %lu (%s)\n",
+            llm_name, size, *want, size < *want ? "truncated" : "has extra bytes");
+    exit(1);
+  }
+  return off;
+}
+
+// Bytes of the version 2 type table that follows the header (0 for version 1).
+static uint64
+table_bytes(const struct config *c)
+{
+  return c->version == 2 ? 4UL * c->n_blocks : 0;
+}
+
+void
+load_model(const char *path, struct model *mo)
+{
+  uchar header[HEADER_SIZE];
+  uint64 size;
+  int fd = open_checkpoint(path, &size);
   if(read(fd, header, HEADER_SIZE) != HEADER_SIZE)
     llm_die("model: cannot read the header of ", path);
   parse_header(header, &mo->c);
   struct config *c = &mo->c;
-  uint64 table = c->version == 2 ? 4UL * c->n_blocks : 0;   // the type table, if any
+  uint64 table = table_bytes(c);
   uchar *raw = 0;
   if(table){
     raw = llm_malloc(table, "the type table");
-    if(st.size < HEADER_SIZE + table || read(fd, raw, table) != table)
+    if(size < HEADER_SIZE + table || read(fd, raw, table) != table)
       llm_die("model: file too short for its type table", "");
   }
-  int *types = block_types(c, raw);
-  uint64 *off = llm_malloc((3UL + c->n_blocks) * sizeof(uint64), "the layout");
-  uint64 want = checkpoint_bytes(c, types, off);
-  if(st.size != want){
-    fprintf(2, "[%s] error: model: file is %lu bytes but its header implies %lu (%s)\n",
-            llm_name, st.size, want, st.size < want ? "truncated" : "has extra bytes");
-    exit(1);
-  }
+  uint64 want;
+  uint64 *off = checked_layout(mo, raw, size, &want);
   // Version 2 sections are 32-aligned in the file; keep them so in memory.
   uint64 pad = c->version == 2 ? ALIGN : 0;
   uchar *buf = llm_malloc(want + pad, "the model");
@@ -497,13 +527,34 @@ load_model(const char *path, struct model *mo)
     at += got;
   }
   close(fd);
-  map_weights(mo, types, off);
+  map_weights(mo, mo->types, off);
   if(c->tokenizer_size){
     mo->tok_blob = mo->file + want - c->tokenizer_size;
     mo->tok_size = c->tokenizer_size;
   }
-  mo->types = types;
   free(off);
+}
+
+void
+map_model_tokenizer(const char *path, struct model *mo)
+{
+  uint64 size;
+  int fd = open_checkpoint(path, &size);
+  uchar *file = mmap(0, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);                       // the mapping keeps the file open
+  if(file == (uchar *)-1)
+    llm_die("model: cannot map ", path);
+  parse_header(file, &mo->c);
+  uint64 table = table_bytes(&mo->c);
+  if(size < HEADER_SIZE + table)
+    llm_die("model: file too short for its type table", "");
+  uint64 want;
+  free(checked_layout(mo, table ? file + HEADER_SIZE : 0, size, &want));
+  mo->file = file;
+  if(mo->c.tokenizer_size){
+    mo->tok_blob = file + want - mo->c.tokenizer_size;
+    mo->tok_size = mo->c.tokenizer_size;
+  }
 }
 
 // ============================================================================ neural-net blocks

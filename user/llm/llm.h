@@ -144,6 +144,11 @@ void *llm_malloc(uint64 n, const char *what);
 // Load the checkpoint at path into one buffer (read, so every page is written) and map
 // the weights; dies with a clear message for a missing, truncated or corrupt file.
 void load_model(const char *path, struct model *mo);
+// Map the checkpoint at path (PROT_READ, MAP_PRIVATE) for its config, block types and
+// tokenizer only: the weights stay unread (mo->w is not set), so a lazy kernel reads just
+// the header's and the tokenizer's pages. Dies on a file load_model would refuse by its
+// header or size.
+void map_model_tokenizer(const char *path, struct model *mo);
 
 // Allocate and touch (memset) everything forward() and the sampler use for s->seq_len
 // positions, except the KV cache; *probs is the sampler's scratch [vocab].

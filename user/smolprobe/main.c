@@ -10,6 +10,7 @@ usage(void)
          "                 [--seq-len N] [--model PATH] [--temperature T] [--seed S]\n"
          "                 [--stop-at-eos] [--print-tokens] [--print-logits] [--trace]\n"
          "                 [--samples N] [--bench] [--help]\n"
+         "       smolprobe --tokenize (--prompt TEXT | --chat TEXT) [--model PATH]\n"
          "Runs a SmolLM-135M-architecture transformer (default model %s) over a KV cache\n"
          "reserved with one sbrk() for --seq-len positions (default 256), and reports how\n"
          "many KV pages the kernel mapped while reserving and while decoding.\n"
@@ -34,6 +35,8 @@ usage(void)
          "  --samples N      prefill once, fork N branches (1..6) that each sample their\n"
          "                   own gen-len tokens (seed+i, temperature 0.8 unless given)\n"
          "                   over the shared prompt KV, and report the copy-on-write pages\n"
+         "  --tokenize       print the prompt's tokens and stop: the model file is mapped\n"
+         "                   and only its header and tokenizer are read, never the weights\n"
          "  --bench          integer micro-benchmark: the guest's peak int8 multiply-add\n"
          "                   rate and the model's matvecs (alone, or after the request)\n",
          DEFAULT_MODEL);
@@ -166,6 +169,8 @@ parse_args(int argc, char **argv, struct options *o)
       o->trace = 1;
     } else if(strcmp(a, "--bench") == 0){
       o->bench = 1;
+    } else if(strcmp(a, "--tokenize") == 0){
+      o->tokenize = 1;
     } else if(strcmp(a, "--prompt") == 0 || strcmp(a, "--chat") == 0){
       if(o->text)
         llm_die("give one --prompt, --chat or --perplexity, not two: ", a);
@@ -195,6 +200,13 @@ parse_args(int argc, char **argv, struct options *o)
     llm_die(o->chat ? "--chat" : "--prompt", " and --prompt-tokens: give one of them");
   if(o->tokens == 0 && o->text == 0)
     llm_die("--prompt-tokens, --prompt or --chat is required (try --help)", "");
+  if(o->tokenize && (!o->text || o->score || o->tokens || o->gen_len >= 0 || o->seq_len ||
+                     o->samples || o->stop_eos || o->bench || o->trace || o->print_tokens ||
+                     o->print_logits || o->temperature >= 0.0f || o->seed))
+    llm_die("--tokenize takes --prompt or --chat TEXT (and --model) alone: it runs no model",
+            "");
+  if(o->tokenize)
+    return;
   if(o->chat)
     o->stop_eos = 1;
   if(o->score && (o->gen_len >= 0 || o->samples || o->stop_eos || o->bench || o->trace ||
@@ -258,6 +270,8 @@ main(int argc, char **argv)
 
   parse_args(argc, argv, &o);
   printf("[smolprobe] loading LLM assets...\n");
+  if(o.tokenize)
+    tokenize_main(&o);
   uint64 t0 = clock_us();
   load_model(o.model, &mo);
   print_model(&mo);

@@ -43,6 +43,7 @@ struct options {
   int samples;          // --samples N (0: not given, the single-request run)
   int print_tokens, print_logits, trace;
   int bench;            // --bench: the int8 micro-benchmark (alone, or after the request)
+  int tokenize;         // --tokenize: encode the text, print its tokens, run no model
   int kill_branch;      // --test-kill-branch K (host test build only): branch K kills
                         // itself (K+1; 0: none)
   const char *text;     // --prompt, --chat or --perplexity TEXT (the model's tokenizer)
@@ -77,6 +78,7 @@ void run_bench(const struct model *mo, struct state *s);
 
 // text.c
 void load_tokenizer(const struct model *mo, struct tokenizer *tok, const char *what);
+void tokenize_main(struct options *o);
 void encode_prompt(struct tokenizer *tok, struct options *o);
 void print_text(const struct tokenizer *tok, const int *ids, int n);
 void print_model(const struct model *mo);

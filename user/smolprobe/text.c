@@ -17,6 +17,28 @@ load_tokenizer(const struct model *mo, struct tokenizer *tok, const char *what)
     llm_die("model: tokenizer: ", err);
 }
 
+// --tokenize: the model line, the prompt line and the tokenized line, from a mapping of
+// the model file whose weights are never touched; exits. file_pages on the tokenized line
+// is the page-cache pages this process maps (memstat): the header's and the tokenizer's
+// on a lazy kernel, every page of the file on an eager one (mmap populates).
+void
+tokenize_main(struct options *o)
+{
+  static struct model mo;
+  static struct tokenizer tok;
+  struct memstat ms;
+
+  map_model_tokenizer(o->model, &mo);
+  print_model(&mo);
+  load_tokenizer(&mo, &tok, "--tokenize");
+  encode_prompt(&tok, o);
+  if(memstat(&ms) < 0)
+    llm_die("memstat failed", "");
+  printf("[smolprobe] tokenized prompt_tokens=%d file_pages=%lu\n", o->n_prompt,
+         ms.file_pages);
+  exit(0);
+}
+
 // --prompt/--chat: the text (with --chat the ChatML prompt of one user message, with the
 // template's default system turn) encoded into o->tokens; prints the prompt line.
 void

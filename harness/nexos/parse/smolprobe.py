@@ -47,6 +47,7 @@ LINE_KEYS: Keys = {
               ("vocab", INT), ("tokenizer", INT)),
     "prompt": (("tokens", INTS),),
     "request": (("prompt_tokens", INT), ("gen_tokens", INT)),
+    "tokenized": (("prompt_tokens", INT), ("file_pages", INT)),
     "kv_capacity": (("max_pages", INT), ("active_pages_est", INT)),
     "parallel_request": (("samples", INT), ("temperature", DECIMAL), ("seed", INT)),
     "trace": (("step", INT), ("pos", INT), ("kv_mapped_pages", INT)),
@@ -124,6 +125,8 @@ MODE_LINES: Modes = {
     "bench": ((("loading",), 1, 1), (("model",), 0, 1), (("bench",), 1, 1),
               (("bench_detail",), 1, 1),
               (("bench_q4_1",), 0, 1)),
+    "tokenize": ((("loading",), 1, 1), (("model",), 1, 1), (("prompt",), 1, 1),
+                 (("tokenized",), 1, 1)),
 }
 
 SCHEMA = Schema("smolprobe", LINE_KEYS, FIXED_LINES, MODE_LINES, TRAILERS,
@@ -139,6 +142,14 @@ PREFIX = SCHEMA.prefix  # "[smolprobe] "
 class Request:
     prompt_tokens: int
     gen_tokens: int
+
+
+@dataclass(frozen=True)
+class Tokenized:
+    """`tokenized` (--tokenize): the prompt's length, and the model file's pages mapped."""
+
+    prompt_tokens: int
+    file_pages: int
 
 
 @dataclass(frozen=True)
@@ -331,18 +342,19 @@ class BenchQ41:
     ratio: int                  # percent
 
 
-MODES = ("single", "samples", "perplexity", "bench", "error")
+MODES = ("single", "samples", "perplexity", "bench", "tokenize", "error")
 
 
 @dataclass
 class SmolprobeResult:
-    """One smolprobe run. `mode` is single, samples, perplexity, bench or error; on an
+    """One smolprobe run. `mode` is single, samples, perplexity, bench, tokenize or error; on an
     error run `error` holds the message and the fields of the lines printed before it are
     set."""
 
     mode: str = ""
     model: ModelInfo | None = None          # which model the image carries
     prompt: tuple[int, ...] | None = None   # the encoded prompt (--prompt/--chat)
+    tokenized: Tokenized | None = None      # --tokenize
     request: Request | None = None
     kv_capacity: KvCapacity | None = None
     parallel_request: ParallelRequest | None = None
@@ -479,6 +491,8 @@ def _apply(res: SmolprobeResult, rec: Record) -> None:
                                                          "vocab", "tokenizer"))
     elif k == "prompt":
         res.prompt = rec.fields["tokens"]  # type: ignore[assignment]
+    elif k == "tokenized":
+        res.tokenized = Tokenized(*_ints(rec, "prompt_tokens", "file_pages"))
     elif k == "perplexity":
         res.perplexity = Perplexity(*_ints(rec, "tokens"), _float(rec, "nll"),
                                     _float(rec, "ppl"))
@@ -504,6 +518,8 @@ def classify(records: list[Record]) -> str:
         return "perplexity"
     if "request" in kinds:
         return "single"
+    if "tokenized" in kinds:
+        return "tokenize"
     if "bench" in kinds:
         return "bench"
     return ""
@@ -514,7 +530,8 @@ def _shape(records: list[Record], text: str) -> str:
     the error); ParseError when no line says which."""
     mode = classify([r for r in records if r.kind != "error"])
     if not mode and all(r.kind != "error" for r in records):
-        raise ParseError("smolprobe output has no request, parallel_request or bench line",
+        raise ParseError("smolprobe output has no request, parallel_request, bench or "
+                         "tokenized line",
                          text)
     return mode or "single"  # only `loading` (or nothing): the start every mode shares
 
