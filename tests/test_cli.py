@@ -305,16 +305,16 @@ def test_plot_plan_runs_what_its_charts_need():
     from nexos.plot import PlotPlan
 
     eager, lazy, cow = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(1, 1)
-    plan = PlotPlan((1, 2, 3), 40, (16, 64), (1, 4))
+    plan = PlotPlan((1, 2, 3), 40, (16, 64), (1, 4), branch_gen_len=8)
     assert [(c, r.command()) for c, r in plan.probes()] == [
         (eager, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --trace"),
         (lazy, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --trace"),
         (lazy, "smolprobe --prompt-tokens 1,2,3 --gen-len 13 --seq-len 16"),
         (lazy, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --seq-len 64"),
-        (cow, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --samples 1"),
-        (lazy, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --samples 1"),
-        (cow, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --samples 4"),
-        (lazy, "smolprobe --prompt-tokens 1,2,3 --gen-len 40 --samples 4"),
+        (cow, "smolprobe --prompt-tokens 1,2,3 --gen-len 8 --samples 1"),
+        (lazy, "smolprobe --prompt-tokens 1,2,3 --gen-len 8 --samples 1"),
+        (cow, "smolprobe --prompt-tokens 1,2,3 --gen-len 8 --samples 4"),
+        (lazy, "smolprobe --prompt-tokens 1,2,3 --gen-len 8 --samples 4"),
     ]
     assert plan.configs() == [eager, lazy, cow]
     assert PlotPlan((1, 2, 3), 40, (), ()).configs() == [eager, lazy]  # '' skips a chart

@@ -536,13 +536,16 @@ def int_list(text: str, what: str, most: int | None = None) -> tuple[int, ...]:
 @click.option("--branches", default="1,2,4", show_default=True,
               help=f"--samples values (1..{SMOLPROBE_MAX_SAMPLES}) for the branches figure "
                    "('' skips it).")
+@click.option("--branch-gen-len", type=click.IntRange(1), default=8, show_default=True,
+              help="Tokens each branch generates for the branches figure (a branch makes "
+                   "all its copies at its first writes).")
 @click.option("--serve", "serve_flags", default="--requests 8 --max-len 256 --long-len 4",
               show_default=True,
               help="smolserve flags for the serving figure, all four kernels ('' skips it).")
 @click.option("--timeout", type=float, default=900.0, show_default=True)
 @nobuild_opt
 def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, branches: str,
-         serve_flags: str, timeout: float, no_build: bool) -> None:
+         branch_gen_len: int, serve_flags: str, timeout: float, no_build: bool) -> None:
     """PNG figures: mapped KV pages vs tokens (eager vs lazy, from --trace); saved fraction vs
     seq_len (lazy); pages the branches of --samples N cost vs N (COW on vs off); smolserve's
     concurrent requests and memory over time (all four kernels)."""
@@ -551,7 +554,7 @@ def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, br
     check_output_dir(out_dir)
     plan = PlotPlan(prompt, gen_len, int_list(seq_lens, "--seq-lens"),
                     int_list(branches, "--branches", SMOLPROBE_MAX_SAMPLES),
-                    tuple(serve_flags.split()))
+                    tuple(serve_flags.split()), branch_gen_len)
     serve_cfgs = [BuildConfig(lz, cw, cpus=2) for lz, cw in plan.serve_configs()]
     r = prepare(list(dict.fromkeys(plan.configs() + serve_cfgs)), True, no_build)
     for png in write_plots(plan, run_probes(r, plan.probes(), timeout), out_dir):

@@ -98,13 +98,17 @@ def plot_branches(series: dict[str, list[tuple[int, int]]], out: Path) -> Path:
 class PlotPlan:
     """The figures `nexos plot` draws: the trace of `gen_len` tokens after `prompt` (eager
     and lazy), the saved fraction at each of `seq_lens` (lazy; none: no figure), and the
-    pages copied for each of `branches` --samples values (COW on and off; none: no figure)."""
+    pages copied for each of `branches` --samples values (COW on and off; none: no figure),
+    each branch generating `branch_gen_len` tokens. A branch makes all its copies at its
+    first writes (the half-filled KV page of each region, the state it writes), so a few
+    tokens measure what forty would: the count is the same."""
 
     prompt: tuple[int, ...]
     gen_len: int
     seq_lens: tuple[int, ...]
     branches: tuple[int, ...]
     serve_args: tuple[str, ...] = ()   # smolserve's flags for the serving figure (): none
+    branch_gen_len: int = 8
 
     def serve_configs(self) -> list[tuple[int, int]]:
         """(lazy, cow) of the smolserve runs of the serving figure: all four, eager first."""
@@ -124,7 +128,7 @@ class PlotPlan:
         probes: list[Probe] = [(EAGER, trace), (LAZY, trace)]
         probes += [(LAZY, req) for req in self.saved_requests()]
         for n in self.branches:
-            samples = ProbeRequest(self.prompt, self.gen_len, samples=n)
+            samples = ProbeRequest(self.prompt, self.branch_gen_len, samples=n)
             probes += [(COW, samples), (LAZY, samples)]
         return probes
 
