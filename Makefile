@@ -225,6 +225,23 @@ $(B)/fs.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $(B)/image.
 REAL_MODEL := $(DEFAULT_MODEL)
 MODEL_NAMED := $(if $(filter synth,$(MODEL)),$(SYNTH_MODEL),$(MODEL))
 MODEL_FILE := $(or $(if $(filter real,$(MODEL)),$(REAL_MODEL),$(MODEL_NAMED)),$(DEFAULT_MODEL))
+# The image carries the checkpoint's prepared form (format version 3, docs/checkpoint.md:
+# `nexos model prepare`), which smolprobe and smolserve map instead of reading; model.list
+# names the checkpoint it was made from, the file the Python tools read.
+PREPARED_DIR := build/models/prepared
+MODEL_PREPARED := $(PREPARED_DIR)/$(notdir $(MODEL_FILE))
+SYNTH_PREPARED := $(PREPARED_DIR)/$(notdir $(SYNTH_MODEL))
+$(PREPARED_DIR)/%: build/models/%
+	@test -n "$(PYTHON)" || { echo "make: $(NO_PYTHON)" >&2; exit 1; }
+	@mkdir -p $(@D)
+	PYTHONPATH=harness $(PYTHON) -m nexos.model prepare $< --out $@
+ifneq ($(abspath $(dir $(MODEL_FILE))),$(abspath build/models))
+$(MODEL_PREPARED): $(wildcard $(MODEL_FILE))
+	@test -f $(MODEL_FILE) || { echo "MODEL: no such file: $(MODEL_FILE)" >&2; exit 1; }
+	@test -n "$(PYTHON)" || { echo "make: $(NO_PYTHON)" >&2; exit 1; }
+	@mkdir -p $(@D)
+	PYTHONPATH=harness $(PYTHON) -m nexos.model prepare $< --out $@
+endif
 $(B)/model.list: FORCE
 	@mkdir -p $(@D)
 	@echo '$(abspath $(MODEL_FILE))' > $@.new
@@ -252,16 +269,15 @@ $(REAL_MODEL):
 	echo "PYTHONPATH=harness $(PYTHON) -m nexos.model import --gguf $$gguf --out $@"; \
 	PYTHONPATH=harness $(PYTHON) -m nexos.model import --gguf "$$gguf" --out $@.$$$$ && mv $@.$$$$ $@
 
-$(B)/fs-llm.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $(B)/image.list $(B)/model.list $(MODEL_FILE)
-	@test -f $(MODEL_FILE) || { echo "MODEL: no such file: $(MODEL_FILE)" >&2; exit 1; }
-	build/host/mkfs $@.$$$$ $$(( $$(stat -c %s $(MODEL_FILE)) / 1048576 + $(FS_MB) )) \
-		$(IMAGE_FILES) model.bin=$(MODEL_FILE) && mv $@.$$$$ $@
+$(B)/fs-llm.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $(B)/image.list $(B)/model.list $(MODEL_PREPARED)
+	build/host/mkfs $@.$$$$ $$(( $$(stat -c %s $(MODEL_PREPARED)) / 1048576 + $(FS_MB) )) \
+		$(IMAGE_FILES) model.bin=$(MODEL_PREPARED) && mv $@.$$$$ $@
 
 # The LLM image with the synthetic model whatever MODEL says, beside fs-llm.img (for runs
 # that compare the two models, e.g. scripts/transcripts.py's synthetic guest transcripts).
-$(B)/fs-llm-synth.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $(B)/image.list $(SYNTH_MODEL)
-	build/host/mkfs $@.$$$$ $$(( $$(stat -c %s $(SYNTH_MODEL)) / 1048576 + $(FS_MB) )) \
-		$(IMAGE_FILES) model.bin=$(SYNTH_MODEL) && mv $@.$$$$ $@
+$(B)/fs-llm-synth.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $(B)/image.list $(SYNTH_PREPARED)
+	build/host/mkfs $@.$$$$ $$(( $$(stat -c %s $(SYNTH_PREPARED)) / 1048576 + $(FS_MB) )) \
+		$(IMAGE_FILES) model.bin=$(SYNTH_PREPARED) && mv $@.$$$$ $@
 
 # ---------------------------------------------------------------- running
 

@@ -11,3 +11,5 @@
 #define PROT_EXEC   0x4
 #define MAP_SHARED  0x01   // stores reach the file (written back at munmap/exit)
 #define MAP_PRIVATE 0x02   // the first store copies the page; the file never changes
+#define MAP_POPULATE 0x08  // map every page now, as LAZY_ALLOC=0 does (a NexOS flag, Linux's
+                           // idea: a program that will touch it all pays the reads up front)

@@ -240,9 +240,10 @@ mmapok(struct file *f, int prot, int flags, uint64 off)
     return -1;
   if((prot & ~(PROT_READ | PROT_WRITE | PROT_EXEC)) || (prot & PROT_READ) == 0)
     return -1;
-  if(flags != MAP_SHARED && flags != MAP_PRIVATE)
+  int share = flags & ~MAP_POPULATE;
+  if(share != MAP_SHARED && share != MAP_PRIVATE)
     return -1;
-  if(flags == MAP_SHARED && (prot & PROT_WRITE) && !f->writable)
+  if(share == MAP_SHARED && (prot & PROT_WRITE) && !f->writable)
     return -1;
   if(off % PGSIZE != 0)
     return -1;
@@ -256,7 +257,8 @@ mmapok(struct file *f, int prot, int flags, uint64 off)
 // regions); a nonzero addr is used exactly: it must be page-aligned and the range free,
 // above the heap and below TRAPFRAME, else -1. prot must include PROT_READ (RISC-V has
 // no write-only pages); PROT_WRITE with MAP_SHARED needs fd open for writing; fd must
-// be readable. LAZY_ALLOC=0 maps every page now (out of memory: -1, nothing mapped).
+// be readable. LAZY_ALLOC=0, or MAP_POPULATE in flags, maps every page now (out of memory
+// or a full page cache: -1, nothing mapped).
 uint64
 sys_mmap(void)
 {
@@ -292,7 +294,7 @@ sys_mmap(void)
   v->flags = flags;
   v->off = off;
   v->f = filedup(p->ofile[fd]);
-  if(!LAZY_ALLOC){
+  if(!LAZY_ALLOC || (flags & MAP_POPULATE)){
     for(uint64 a = addr; a < addr + len; a += PGSIZE){
       if(mappage(p, v, a) < 0){
         unmaprange(p, v, addr, addr + len);   // frees the slot and the file reference

@@ -103,11 +103,11 @@ static void *g_memset(void *d, int c, unsigned long n) { return memset(d, c, n);
 static void *g_memcpy(void *d, const void *s, unsigned long n) { return memcpy(d, s, n); }
 static void *g_memmove(void *d, const void *s, unsigned long n) { return memmove(d, s, n); }
 static int g_memcmp(const void *a, const void *b, unsigned long n) { return memcmp(a, b, n); }
-// NexOS's mmap ABI (kernel/fcntl.h) names the same bits as Linux's: 1 read, 2 write,
-// 4 exec; MAP_SHARED 1, MAP_PRIVATE 2.
+// NexOS's mmap ABI (kernel/fcntl.h) names the same bits as Linux's for prot (1 read,
+// 2 write, 4 exec), MAP_SHARED (1) and MAP_PRIVATE (2); its MAP_POPULATE is 0x08.
 static void *g_mmap(unsigned long len, int prot, int flags, int fd, unsigned long off)
 {
-  return mmap(0, len, prot & 7, flags & 3, fd, (off_t)off);
+  return mmap(0, len, prot & 7, (flags & 3) | (flags & 0x08 ? MAP_POPULATE : 0), fd, (off_t)off);
 }
 static int g_munmap(void *a, unsigned long len) { return munmap(a, len); }
 static long g_strtol(const char *s, char **e, int b) { return strtol(s, e, b); }

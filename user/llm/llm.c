@@ -111,8 +111,8 @@ block_shape(const struct config *c, int i, int *rows, int *cols)
 static uint64
 layout(const struct config *c, const int *types, uint64 *off)
 {
-  uint64 a = c->version == 2 ? ALIGN : 1, d = c->dim;
-  uint64 p = HEADER_SIZE + (c->version == 2 ? align_up(4UL * c->n_blocks, ALIGN) : 0);
+  uint64 a = c->version >= 2 ? ALIGN : 1, d = c->dim;
+  uint64 p = HEADER_SIZE + (c->version >= 2 ? align_up(4UL * c->n_blocks, ALIGN) : 0);
   uint64 norms[3] = { 4 * c->n_layers * d, 4 * c->n_layers * d, 4 * d };
   for(int i = 0; i < 3 + c->n_blocks; i++){
     p = align_up(p, a);
@@ -128,11 +128,35 @@ layout(const struct config *c, const int *types, uint64 *off)
   return p;
 }
 
-// Bytes of the whole file that the header implies (tensors, then the tokenizer).
+// Bytes of version 3's derived section (docs/checkpoint.md "Version 3: prepared"): the
+// embedding's f16 scales if it is Q8_0/Q4_1, then each Q8_0/Q4_1 block's row exponents,
+// each piece padded to ALIGN. 0 for versions 1 and 2.
+static uint64
+derived_bytes(const struct config *c, const int *types)
+{
+  if(c->version != 3)
+    return 0;
+  uint64 n = 0;
+  for(int i = 0; i < c->n_blocks; i++){
+    int rows, cols;
+    block_shape(c, i, &rows, &cols);
+    if(types[i] != WEIGHT_Q8_0 && types[i] != WEIGHT_Q4_1)
+      continue;
+    if(i == 0)
+      n += align_up((uint64)rows * (cols / QK) * (types[i] == WEIGHT_Q4_1 ? 2 : 1) * 2, ALIGN);
+    n += align_up(rows, ALIGN);
+  }
+  return n;
+}
+
+// Bytes of the whole file that the header implies (tensors, version 3's derived section,
+// then the tokenizer).
 static uint64
 checkpoint_bytes(const struct config *c, const int *types, uint64 *off)
 {
   uint64 end = layout(c, types, off);
+  if(c->version == 3)
+    end = align_up(end, ALIGN) + derived_bytes(c, types);
   if(c->tokenizer_size)
     return align_up(end, ALIGN) + c->tokenizer_size;
   return end;
@@ -183,8 +207,9 @@ parse_header(const uchar *h, struct config *c)
   if(memcmp(h, "NEXOSLM\0", 8) != 0)
     llm_die("model: bad magic (not a NexOS checkpoint)", "");
   uint32 version = get_u32(h + 8);
-  if(version != 1 && version != 2)
-    llm_die_num("model: unsupported format version ", version, " (this program reads 1 and 2)");
+  if(version < 1 || version > 3)
+    llm_die_num("model: unsupported format version ", version,
+                " (this program reads 1, 2 and 3)");
   c->version = version;
   parse_sizes(h, c);
   uint32 wtype = get_u32(h + 40), group = get_u32(h + 44), tied = get_u32(h + 48);
@@ -197,7 +222,7 @@ parse_header(const uchar *h, struct config *c)
       llm_die_num("model: unknown weight_type ", wtype, " (0 = float32, 1 = int8)");
   } else {
     if(wtype != WEIGHT_PER_TENSOR)
-      llm_die_num("model: version 2 needs weight_type 255 (per tensor), not ", wtype, "");
+      llm_die_num("model: versions 2 and 3 need weight_type 255 (per tensor), not ", wtype, "");
     if(get_u32(h + 64) != ALIGN)
       llm_die_num("model: section alignment ", get_u32(h + 64), ", expected 32");
     if(get_u32(h + 60) != c->n_blocks)
@@ -388,20 +413,46 @@ prepare_qblock(struct matrix *m, uchar *q, short *tmp, int keep_f16)
   memmove(m->dm, tmp, nblk * per * sizeof(short));
 }
 
-// Make *m a view of weight block i (type t) at p.
+// A version 3 Q8_0/Q4_1 block at p, prepared already (docs/checkpoint.md "Version 3:
+// prepared"): the packed quants, then the fixed-point scales; its row exponents (and, for
+// the embedding, its f16 scales first) at *derived, which moves past them. Nothing is
+// written: the pages stay the file's.
 static void
-take_block(struct model *mo, uchar *p, int i, int t, struct matrix *m, short *tmp)
+view_qblock(struct matrix *m, uchar *p, int keep_f16, uchar **derived)
+{
+  int q4 = m->type == WEIGHT_Q4_1, per = q4 ? 2 : 1, qb = q4 ? 16 : 32;
+  uint64 nblk = (uint64)m->rows * (m->cols / QK);
+  m->q = p;
+  m->dm = (short *)(p + nblk * qb);
+  if(keep_f16){
+    m->d16 = (ushort *)*derived;
+    *derived += align_up(nblk * per * sizeof(ushort), ALIGN);
+  }
+  m->ew = (signed char *)*derived;
+  *derived += align_up(m->rows, ALIGN);
+}
+
+// Make *m a view of weight block i (type t) at p. A version 1 or 2 file holds the blocks
+// as stored (int8 unbiased, GGUF's Q8_0/Q4_1), prepared here in place; version 3 holds
+// them prepared (view_qblock, with derived as there).
+static void
+take_block(struct model *mo, uchar *p, int i, int t, struct matrix *m, short *tmp,
+           uchar **derived)
 {
   memset(m, 0, sizeof(*m));
   block_shape(&mo->c, i, &m->rows, &m->cols);
   m->type = t;
+  int prepared = mo->c.version == 3;
   uint64 n = (uint64)m->rows * m->cols;
   if(t == WEIGHT_F32){
     m->f = (float *)p;
   } else if(t == WEIGHT_INT8){
     m->q = p;
     m->s = (float *)(p + n);
-    bias_int8(m->q, n);
+    if(!prepared)
+      bias_int8(m->q, n);
+  } else if(prepared){
+    view_qblock(m, p, i == 0, derived);
   } else {
     prepare_qblock(m, p, tmp, i == 0);
   }
@@ -414,10 +465,10 @@ map_weights(struct model *mo, const int *types, const uint64 *off)
 {
   struct config *c = &mo->c;
   struct weights *w = &mo->w;
-  int L = c->n_layers;
+  int L = c->n_layers, last = c->n_blocks - 1;
   short *tmp = 0;
   uint64 most = 0;
-  for(int i = 0; i < c->n_blocks; i++){
+  for(int i = 0; i < c->n_blocks && c->version != 3; i++){
     int rows, cols;
     block_shape(c, i, &rows, &cols);
     if((types[i] == WEIGHT_Q8_0 || types[i] == WEIGHT_Q4_1) && (uint64)rows * cols > most)
@@ -425,11 +476,15 @@ map_weights(struct model *mo, const int *types, const uint64 *off)
   }
   if(most)
     tmp = llm_malloc(most / QK * 2 * sizeof(short), "load scratch");
+  int rows, cols;
+  block_shape(c, last, &rows, &cols);
+  uchar *derived = mo->file + align_up(off[3 + last] + block_bytes(c, types[last], rows, cols),
+                                       ALIGN);
 
   w->rms_att = (float *)(mo->file + off[0]);
   w->rms_ffn = (float *)(mo->file + off[1]);
   w->rms_final = (float *)(mo->file + off[2]);
-  take_block(mo, mo->file + off[3], 0, types[0], &w->embedding, tmp);
+  take_block(mo, mo->file + off[3], 0, types[0], &w->embedding, tmp, &derived);
   struct matrix *all = llm_malloc(7UL * L * sizeof(struct matrix), "weight table");
   struct matrix **lists[7] = { &w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_down,
                                &w->w_up };
@@ -437,14 +492,14 @@ map_weights(struct model *mo, const int *types, const uint64 *off)
     *lists[k] = all + k * L;
     for(int l = 0; l < L; l++){
       int i = 1 + k * L + l;
-      take_block(mo, mo->file + off[3 + i], i, types[i], &(*lists[k])[l], tmp);
+      take_block(mo, mo->file + off[3 + i], i, types[i], &(*lists[k])[l], tmp, &derived);
     }
   }
   if(c->tied)
     w->classifier = w->embedding;
   else
-    take_block(mo, mo->file + off[3 + c->n_blocks - 1], c->n_blocks - 1,
-               types[c->n_blocks - 1], &w->classifier, tmp);
+    take_block(mo, mo->file + off[3 + last], last, types[last], &w->classifier, tmp,
+               &derived);
   if(tmp)
     free(tmp);
 }
@@ -488,18 +543,41 @@ checked_layout(struct model *mo, const uchar *raw, uint64 size, uint64 *want)
 static uint64
 table_bytes(const struct config *c)
 {
-  return c->version == 2 ? 4UL * c->n_blocks : 0;
+  return c->version >= 2 ? 4UL * c->n_blocks : 0;
 }
 
-void
-load_model(const char *path, struct model *mo)
+// Map the whole checkpoint at path (PROT_READ, MAP_PRIVATE; with populate every page now,
+// MAP_POPULATE) into mo->file and check its header, type table and size; sets mo->c,
+// mo->types, the tokenizer blob. Returns the section offsets (layout()).
+static uint64 *
+map_checkpoint(const char *path, struct model *mo, int populate)
 {
-  uchar header[HEADER_SIZE];
-  uint64 size;
+  uint64 size, want;
   int fd = open_checkpoint(path, &size);
-  if(read(fd, header, HEADER_SIZE) != HEADER_SIZE)
-    llm_die("model: cannot read the header of ", path);
-  parse_header(header, &mo->c);
+  uchar *file = mmap(0, size, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
+  close(fd);                       // the mapping keeps the file open
+  if(file == (uchar *)-1)
+    llm_die("model: cannot map ", path);
+  parse_header(file, &mo->c);
+  uint64 table = table_bytes(&mo->c);
+  if(size < HEADER_SIZE + table)
+    llm_die("model: file too short for its type table", "");
+  uint64 *off = checked_layout(mo, table ? file + HEADER_SIZE : 0, size, &want);
+  mo->file = file;
+  mo->file_bytes = size;
+  mo->mapped = 1;
+  if(mo->c.tokenizer_size){
+    mo->tok_blob = file + want - mo->c.tokenizer_size;
+    mo->tok_size = mo->c.tokenizer_size;
+  }
+  return off;
+}
+
+// Read the whole checkpoint (fd, at its header; size bytes) into the heap and prepare its
+// weights there; mo->c is parsed from header already.
+static void
+read_checkpoint(int fd, const char *path, uint64 size, const uchar *header, struct model *mo)
+{
   struct config *c = &mo->c;
   uint64 table = table_bytes(c);
   uchar *raw = 0;
@@ -511,9 +589,10 @@ load_model(const char *path, struct model *mo)
   uint64 want;
   uint64 *off = checked_layout(mo, raw, size, &want);
   // Version 2 sections are 32-aligned in the file; keep them so in memory.
-  uint64 pad = c->version == 2 ? ALIGN : 0;
+  uint64 pad = c->version >= 2 ? ALIGN : 0;
   uchar *buf = llm_malloc(want + pad, "the model");
   mo->file = (uchar *)align_up((uint64)buf, pad ? pad : 1);
+  mo->file_bytes = size;
   memcpy(mo->file, header, HEADER_SIZE);
   if(raw){
     memcpy(mo->file + HEADER_SIZE, raw, table);
@@ -526,7 +605,6 @@ load_model(const char *path, struct model *mo)
       llm_die("model: read failed before the end of ", path);
     at += got;
   }
-  close(fd);
   map_weights(mo, mo->types, off);
   if(c->tokenizer_size){
     mo->tok_blob = mo->file + want - c->tokenizer_size;
@@ -536,25 +614,33 @@ load_model(const char *path, struct model *mo)
 }
 
 void
-map_model_tokenizer(const char *path, struct model *mo)
+load_model(const char *path, struct model *mo)
 {
+  uchar header[HEADER_SIZE];
   uint64 size;
   int fd = open_checkpoint(path, &size);
-  uchar *file = mmap(0, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);                       // the mapping keeps the file open
-  if(file == (uchar *)-1)
-    llm_die("model: cannot map ", path);
-  parse_header(file, &mo->c);
-  uint64 table = table_bytes(&mo->c);
-  if(size < HEADER_SIZE + table)
-    llm_die("model: file too short for its type table", "");
-  uint64 want;
-  free(checked_layout(mo, table ? file + HEADER_SIZE : 0, size, &want));
-  mo->file = file;
-  if(mo->c.tokenizer_size){
-    mo->tok_blob = file + want - mo->c.tokenizer_size;
-    mo->tok_size = mo->c.tokenizer_size;
+  if(read(fd, header, HEADER_SIZE) != HEADER_SIZE)
+    llm_die("model: cannot read the header of ", path);
+  parse_header(header, &mo->c);
+  // Prepared (docs/checkpoint.md): map it and write nothing, so every process that maps
+  // the model shares its pages. MAP_POPULATE brings them all in now, as a read would: a
+  // run touches every weight before its first token, and the KV figures then count KV
+  // pages only (docs/smolprobe.md "The weights: mapped or read").
+  if(mo->c.version == 3){
+    close(fd);
+    uint64 *off = map_checkpoint(path, mo, 1);
+    map_weights(mo, mo->types, off);
+    free(off);
+    return;
   }
+  read_checkpoint(fd, path, size, header, mo);
+  close(fd);
+}
+
+void
+map_model_tokenizer(const char *path, struct model *mo)
+{
+  free(map_checkpoint(path, mo, 0));
 }
 
 // ============================================================================ neural-net blocks

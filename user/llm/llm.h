@@ -42,7 +42,7 @@ struct config {
   int n_kv_heads;   // key/value heads (3): query head h uses kv head h / (n_heads/n_kv_heads)
   int vocab_size;   // 49152
   int max_seq_len;  // longest context the model supports (2048)
-  int version;      // format version, 1 or 2
+  int version;      // format version, 1, 2 or 3 (prepared: docs/checkpoint.md)
   int weight_type;  // version 1: WEIGHT_F32 or WEIGHT_INT8; version 2: WEIGHT_PER_TENSOR
   int group_size;   // int8 blocks: values per scale (64); 0 without int8 blocks
   int n_blocks;     // weight blocks in the file: 1 + 7 * n_layers (+ 1 untied)
@@ -95,6 +95,9 @@ struct model {
   struct config c;
   struct weights w;
   uchar *file;       // the whole checkpoint
+  uint64 file_bytes; // its size
+  int mapped;        // 1: file is a read-only mapping of the checkpoint (its pages are the
+                     // page cache's, shared), 0: a heap copy prepared in place
   int *types;        // [n_blocks] the weight type of each block, in file order
   const uchar *tok_blob; // the tokenizer blob in the file (user/llm/tokenizer.h), or 0
   uint tok_size;

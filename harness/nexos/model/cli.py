@@ -1,9 +1,11 @@
-"""``nexos model``: synth | import | ref | info. Wiring only; the work is in the modules."""
+"""``nexos model``: synth | import | prepare | ref | info. Wiring only; the work is in the
+modules."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import click
@@ -19,6 +21,7 @@ from nexos.model.format import (
 )
 from nexos.model.gguf_import import import_gguf
 from nexos.model.hf_import import import_hf
+from nexos.model.prepared import write_prepared
 from nexos.model.reference import RequestError, generate
 from nexos.model.synth import PRESETS, WEIGHT_TYPES, synthesize
 from nexos.model.tokenizer import TokenizerError, tokenizer_blob
@@ -145,6 +148,23 @@ def _import_gguf(path: str, out: str, as_json: bool) -> None:
                                "config": _config_dict(r.config)}))
         return
     console.print(f"[green]imported[/] {r.describe()}; {tok} ({r.seconds:.1f} s)")
+
+
+@model.command("prepare")
+@click.argument("ckpt")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def prepare_cmd(ckpt: str, out: str, as_json: bool) -> None:
+    """Write the prepared form of a version 1 or 2 checkpoint (format version 3,
+    docs/checkpoint.md): the weights as the guest's integer matvec uses them, so that
+    smolprobe and smolserve map the file instead of reading it, and every process shares
+    its pages. `make` puts this form on the LLM image."""
+    import time
+
+    t0 = time.monotonic()
+    cfg = write_prepared(ckpt, out)
+    size = Path(out).stat().st_size
+    _show_written("prepared", out, cfg, size, time.monotonic() - t0, as_json)
 
 
 @model.command("info")

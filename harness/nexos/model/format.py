@@ -23,7 +23,8 @@ from nexos.model.quant import dequantize, quantize
 MAGIC = b"NEXOSLM\0"
 VERSION = 1  # float32 / int8 files without a tokenizer (smolprobe reads both versions)
 VERSION_TYPED = 2  # per-tensor type table, 32-byte aligned sections, optional tokenizer
-VERSIONS = (VERSION, VERSION_TYPED)
+VERSION_PREPARED = 3  # version 2's layout, weights prepared for smolprobe (prepared.py)
+VERSIONS = (VERSION, VERSION_TYPED, VERSION_PREPARED)
 HEADER_SIZE = 256
 ALIGN = 32  # version 2: every section starts at a multiple of this
 WEIGHT_F32 = 0
@@ -96,6 +97,7 @@ class ModelConfig:
     norm_eps: float = 1e-5
     tensor_types: tuple[int, ...] = ()
     tokenizer_size: int = 0
+    prepared: bool = False  # version 3: the weights prepared (nexos.model.prepared)
 
     def __post_init__(self) -> None:
         self.rope_theta = _f32(self.rope_theta)
@@ -115,7 +117,9 @@ class ModelConfig:
     @property
     def version(self) -> int:
         """The format version of a file with this config."""
-        return VERSION_TYPED if self.weight_type == WEIGHT_PER_TENSOR else VERSION
+        if self.weight_type != WEIGHT_PER_TENSOR:
+            return VERSION
+        return VERSION_PREPARED if self.prepared else VERSION_TYPED
 
     def block_types(self) -> list[int]:
         """The weight type of every block, in file order."""
@@ -211,7 +215,7 @@ class ModelConfig:
 def table_nbytes(cfg: ModelConfig) -> int:
     """Bytes of the version 2 type table (one u32 per block, zero-padded to ALIGN); 0 for
     version 1."""
-    return _align(4 * len(cfg.tensor_types)) if cfg.version == VERSION_TYPED else 0
+    return _align(4 * len(cfg.tensor_types)) if cfg.version >= VERSION_TYPED else 0
 
 
 def pack_header(cfg: ModelConfig) -> bytes:
@@ -234,7 +238,7 @@ def pack_header(cfg: ModelConfig) -> bytes:
 def _prefix_size(data: bytes) -> int:
     """Bytes of header (and type table) that ``unpack_header`` needs, from the header."""
     (version,) = struct.unpack_from("<I", data, 8)
-    if version != VERSION_TYPED:
+    if version not in (VERSION_TYPED, VERSION_PREPARED):
         return HEADER_SIZE
     (count,) = struct.unpack_from("<I", data, _V2_OFFSET)
     (layers,) = struct.unpack_from("<I", data, 20)
@@ -263,15 +267,15 @@ def unpack_header(data: bytes) -> ModelConfig:
     f = _HEADER_STRUCT.unpack_from(data)
     if f[1] not in VERSIONS:
         raise CheckpointError(f"unsupported format version {f[1]} (this tool reads "
-                              f"{VERSION} and {VERSION_TYPED})")
+                              f"{VERSION}, {VERSION_TYPED} and {VERSION_PREPARED})")
     if f[11] not in (0, 1):
         raise CheckpointError(f"config: tied_embeddings must be 0 or 1, not {f[11]}")
     types: tuple[int, ...] = ()
     tok_size = 0
-    if f[1] == VERSION_TYPED:
+    if f[1] >= VERSION_TYPED:
         count, align, tok_size = _V2_STRUCT.unpack_from(data, _V2_OFFSET)
         if f[9] != WEIGHT_PER_TENSOR:
-            raise CheckpointError(f"config: version {VERSION_TYPED} needs weight_type "
+            raise CheckpointError(f"config: version {f[1]} needs weight_type "
                                   f"{WEIGHT_PER_TENSOR} (per tensor), not {f[9]}")
         if align != ALIGN:
             raise CheckpointError(f"config: section alignment {align}, expected {ALIGN}")
@@ -290,7 +294,7 @@ def unpack_header(data: bytes) -> ModelConfig:
         dim=f[2], hidden_dim=f[3], n_layers=f[4], n_heads=f[5], n_kv_heads=f[6],
         vocab_size=f[7], max_seq_len=f[8], weight_type=f[9], group_size=f[10],
         tied_embeddings=bool(f[11]), rope_theta=f[12], norm_eps=f[13],
-        tensor_types=types, tokenizer_size=tok_size,
+        tensor_types=types, tokenizer_size=tok_size, prepared=f[1] == VERSION_PREPARED,
     )
     if cfg.group_size == 0 and f[10] != 0:
         cfg.group_size = f[10]  # keep what the file says; the format ignores it here
@@ -373,7 +377,7 @@ def layout(cfg: ModelConfig) -> list[Section]:
     shapes["tok_embedding"] = shapes["classifier"] = (cfg.vocab_size, cfg.dim)
     for (name, layer), wtype in zip(block_order(cfg), cfg.block_types(), strict=True):
         items.append((name, layer, shapes[name], True, wtype))
-    aligned = cfg.version == VERSION_TYPED
+    aligned = cfg.version >= VERSION_TYPED
     out, off = [], HEADER_SIZE + table_nbytes(cfg)
     for name, layer, shape, is_block, wtype in items:
         n = block_nbytes(cfg, *shape, wtype) if is_block else 4 * int(np.prod(shape))
@@ -383,19 +387,42 @@ def layout(cfg: ModelConfig) -> list[Section]:
     return out
 
 
-def tokenizer_offset(cfg: ModelConfig) -> int:
-    """Where the tokenizer blob starts (version 2: the first multiple of ALIGN after the
-    last tensor; meaningful only when ``tokenizer_size > 0``)."""
+def derived_nbytes(cfg: ModelConfig) -> int:
+    """Bytes of version 3's derived section, after the tensors (docs/checkpoint.md): for
+    each Q8_0/Q4_1 block, the embedding's f16 scales first, then its row exponents (one
+    int8 a row), each padded to ALIGN. 0 for versions 1 and 2."""
+    if not cfg.prepared:
+        return 0
+    n = 0
+    for sec in layout(cfg):
+        if sec.is_block and sec.wtype in GGML_WEIGHTS:
+            rows, cols = sec.shape
+            if sec.name == "tok_embedding":
+                per = 2 if GGML_WEIGHTS[sec.wtype] == Q4_1 else 1
+                n += _align(rows * (cols // QK) * per * 2)
+            n += _align(rows)
+    return n
+
+
+def tensors_end(cfg: ModelConfig) -> int:
+    """Where the tensors end: the last section's end, and for version 3 its derived section
+    (which starts at the next multiple of ALIGN)."""
     last = layout(cfg)[-1]
-    return _align(last.offset + last.nbytes)
+    end = last.offset + last.nbytes
+    return _align(end) + derived_nbytes(cfg) if cfg.prepared else end
+
+
+def tokenizer_offset(cfg: ModelConfig) -> int:
+    """Where the tokenizer blob starts (versions 2 and 3: the first multiple of ALIGN after
+    the tensors; meaningful only when ``tokenizer_size > 0``)."""
+    return _align(tensors_end(cfg))
 
 
 def checkpoint_size(cfg: ModelConfig) -> int:
     """Exact size in bytes of a checkpoint with config ``cfg``."""
     if cfg.tokenizer_size:
         return tokenizer_offset(cfg) + cfg.tokenizer_size
-    last = layout(cfg)[-1]
-    return last.offset + last.nbytes
+    return tensors_end(cfg)
 
 
 # ---------------------------------------------------------------------------- reading
@@ -485,6 +512,10 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     Raises CheckpointError for a missing file, bad magic/version/type table/config, or a
     size that differs from the size the header implies (truncated or extended file)."""
     cfg = read_header(path)
+    if cfg.prepared:
+        raise CheckpointError(f"{path}: a version 3 checkpoint holds the weights prepared for "
+                              "smolprobe (nexos model prepare); the Python tools read the "
+                              "version 1 or 2 file it was made from")
     check_size(path, cfg)
     buf = np.memmap(path, dtype=np.uint8, mode="r")
     views: dict[str, object] = {}
