@@ -46,9 +46,10 @@
 #error "the page cache maps one file block per page"
 #endif
 
-// The cache may list a quarter of RAM: enough to map the default model (98 MB) in the
-// default 512 MiB; past that, mmap fails (eager) or the faulting process is killed (lazy).
-#define NPCACHE (MEMSIZE_MB * 64)
+// The cache may list half of RAM: enough to map the default model (98 MB) or the
+// synthetic one (143 MB) in the default 512 MiB; past that, mmap fails (eager, or
+// MAP_POPULATE) or the faulting process is killed (lazy).
+#define NPCACHE (MEMSIZE_MB * 128)
 #define NPHASH 4096    // hash chains; an entry is on the chain of hash(dev, inum, pgno)
 #define NONE (-1)      // the end of a chain or of the free list
 

@@ -141,9 +141,10 @@ GUEST_CASES = (
     GuestCase("guest-seed-lazy1-cow0", BuildConfig(1, 0), SEED),
     GuestCase("guest-seed-lazy0-cow0", BuildConfig(0, 0), SEED),
     GuestCase("guest-samples4-lazy1-cow1", BuildConfig(1, 1), SEED + " --samples 4"),
-    # the synthetic model (fs-llm-synth.img): its third eager fork fails in 512 MiB
-    GuestCase("guest-samples4-lazy1-cow0", BuildConfig(1, 0), SEED + " --samples 4",
-              model=SMOLLM),
+    GuestCase("guest-samples4-lazy1-cow0", BuildConfig(1, 0), SEED + " --samples 4"),
+    # eager sbrk and fork, 2048 slots (90 MiB of KV a copy): the fourth fork fails in 512 MiB
+    GuestCase("guest-samples6-oom-lazy0-cow0", BuildConfig(0, 0),
+              SEED + " --seq-len 2048 --samples 6"),
     GuestCase("guest-samples6-lazy1-cow0", BuildConfig(1, 0), SEED + " --samples 6"),
     # the guest's smolprobe has no test hooks: they are in the host test build only
     GuestCase("guest-error-test-hook-lazy1-cow1", BuildConfig(1, 1),

@@ -161,6 +161,8 @@ COMMANDS: dict[str, tuple[str, str, Argv]] = {
     "model import --gguf": ("gguf", ".gguf", lambda f, v, o: [
         "model", "import", "--gguf", str(f), "--out", str(o / "out.bin")]),
     "model info": ("checkpoint", ".bin", lambda f, v, o: ["model", "info", str(f)]),
+    "model prepare": ("checkpoint", ".bin", lambda f, v, o: [
+        "model", "prepare", str(f), "--out", str(o / "out.bin")]),
     "model ref": ("checkpoint", ".bin", lambda f, v, o: [
         "model", "ref", str(f), "--prompt-tokens", "1,2", "--gen-len", "1"]),
     "model import --config": ("config", ".json", lambda f, v, o: [
@@ -195,6 +197,9 @@ def test_the_valid_files_are_accepted(files: dict[str, Path], tmp_path: Path) ->
     r = invoke(["model", "ref", str(files["checkpoint"]), "--prompt-tokens", "1,2",
                 "--gen-len", "1", "--json"])
     assert r.exit_code == 0 and len(json.loads(r.stdout)["tokens"]) == 1, r.output
+    r = invoke(["model", "prepare", str(files["checkpoint"]), "--out",
+                str(tmp_path / "p.bin"), "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["config"]["prepared"], r.output
     r = invoke(["model", "import", "--gguf", str(files["gguf"]), "--out",
                 str(tmp_path / "g.bin"), "--json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["tokenizer_size"] > 0, r.output

@@ -97,19 +97,19 @@ def model_of(build_dir: Path) -> Path:
     return Path((build_dir / "model.list").read_text().strip())
 
 
-def geometry(model: Path) -> Geometry:
+def geometry(model: Path, seq_len: int | None = None) -> Geometry:
     c = load_checkpoint(model).config
     return Geometry(c.n_layers, c.n_kv_heads * (c.dim // c.n_heads),
-                    min(256, c.max_seq_len))
+                    seq_len or min(256, c.max_seq_len))
 
 
-def run_samples(build_kernel, repo: Path, cfg: BuildConfig, n: int,
-                gen: int) -> tuple[str, int, int, Path]:
-    """Boot cfg with the LLM image, run smolprobe --samples n; (output, free pages
-    before, free pages after, model path)."""
+def run_samples(build_kernel, repo: Path, cfg: BuildConfig, n: int, gen: int,
+                seq_len: int | None = None) -> tuple[str, int, int, Path]:
+    """Boot cfg with the LLM image, run smolprobe --samples n (with --seq-len seq_len if
+    given); (output, free pages before, free pages after, model path)."""
     bd = build_kernel(cfg, llm=True)
     cmd = (f"smolprobe --prompt-tokens {','.join(map(str, PROMPT))} --gen-len {gen} "
-           f"--samples {n} --seed {SEED}")
+           f"--samples {n} --seed {SEED}" + (f" --seq-len {seq_len}" if seq_len else ""))
     with QemuSession.for_config(cfg, repo, llm=True) as s:
         before = free_pages(s)
         out = s.run(cmd, timeout=600).output
@@ -176,15 +176,16 @@ def test_cow_branches_copy_what_they_write(build_kernel, repo, lazy):
 
 
 def test_eager_fork_runs_out_of_memory_cleanly(build_kernel, repo):
-    """COW_ALLOC=0: each fork copies the 100-150 MB of weights; six copies do not fit in
-    512 MiB."""
-    n, gen = 6, 3
-    out, before, after, model = run_samples(build_kernel, repo, BuildConfig(1, 0), n, gen)
+    """COW_ALLOC=0 with eager sbrk: each fork copies the parent's 2048-slot KV reservation
+    (90 MiB; the mapped weights are shared, not copied); six copies do not fit in 512 MiB."""
+    n, gen, seq = 6, 3, 2048
+    out, before, after, model = run_samples(build_kernel, repo, BuildConfig(0, 0), n, gen,
+                                            seq)
     m = OOM_MESSAGE.search(out)
     assert m, out
     k = int(m.group(1))
     assert 1 <= k < n, out
-    exp = expected_kv(geometry(model), 1, len(PROMPT), gen)
+    exp = expected_kv(geometry(model, seq), 0, len(PROMPT), gen)
     branches = branch_lines(out)
     assert [b["index"] for b in branches] == [str(i) for i in range(k)]
     mapped = int(one(out, "[smolprobe] fork_phase ")["parent_mapped_pages"])

@@ -182,14 +182,14 @@ def test_page_accounting(host_bin, ckpts, name, prompt, gen, seq):
     assert len(trace) == len(prompt) + gen
     assert trace[-1].endswith(f"pos={len(prompt) + gen - 1} kv_mapped_pages={touched}")
     timing = run.kv("[smolprobe] timing")
-    assert set(timing) == {"load_ms", "decode_ms", "tokens_per_s"}
+    assert set(timing) == {"load_ms", "decode_ms", "tokens_per_s", "first_token_ms"}
 
 
 def test_output_order_and_default_seq_len(host_bin, ckpts):
     run = smolprobe(host_bin, *request(ckpts["small-int8"], [1, 2, 3], 10))
     assert run.code == 0
     heads = [ln.split()[1].split("=")[0] for ln in run.lines]
-    assert heads == ["loading", "model", "request", "kv_capacity", "running", "SUMMARY",
+    assert heads == ["loading", "model", "weights", "request", "kv_capacity", "running", "SUMMARY",
                      "reserve_phase", "decode_phase", "verdict", "timing"]
     assert run.lines[1] == ("[smolprobe] model weights=int8 version=1 layers=4 dim=128 "
                             "vocab=512 tokenizer=0")

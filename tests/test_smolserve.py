@@ -163,6 +163,7 @@ def check_admission(res: ServeResult, work: list[Req], lazy: int, cow: int) -> N
     assert res.start is not None
     base, grow = res.start.watermark_base_pages, res.start.grow_pages
     in_use = res.start.total_pages - res.start.free_pages  # the server: mostly the weights
+    # (the page cache's pages of the mapped model)
     assert base == res.start.total_pages // 64
     assert grow == -(-32 * res.start.kv_bytes_per_slot // PAGE)
     s = shape(1)
@@ -181,12 +182,12 @@ def check_admission(res: ServeResult, work: list[Req], lazy: int, cow: int) -> N
             assert e.running == 1 or e.free_pages - e.est_pages >= e.watermark_pages, e
             # eager sbrk maps the whole reservation, lazy none of it
             assert e.reserve_mapped_pages == (0 if lazy else e.reserved_kv_pages)
-            # a copying fork copies the server's pages (the weights), a COW fork shares them
-            assert e.fork_pages is not None
-            if cow:
-                assert e.fork_pages < in_use // 10, e
-            else:
-                assert e.fork_pages >= 9 * in_use // 10, e
+            # the mapped weights are shared in every configuration: no fork copies them. A
+            # COW fork takes page tables only (a leaf table per 512 of the server's pages,
+            # the upper levels, a margin); a copying fork copies the anonymous pages too
+            assert e.fork_pages is not None and e.fork_pages < in_use // 10, e
+            tables = in_use // 512 + 16
+            assert (e.fork_pages <= tables) == bool(cow), (e, tables)
             prev = e
         elif e.reason == "watermark":
             assert e.watermark_pages == base + (e.running + 1) * grow

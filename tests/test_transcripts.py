@@ -43,7 +43,7 @@ PAGE = 4096
 # the values that measure time, not memory: the only ones a rerun may change
 TIMING_KEYS = ("load_ms", "decode_ms", "tokens_per_s", "peak_int8_macs_per_s",
                "matvec_int8_macs_per_s", "ratio", "peak_plain", "peak_packed", "w_gate",
-               "classifier", "matvec_q4_1_macs_per_s")
+               "classifier", "matvec_q4_1_macs_per_s", "first_token_ms")
 TIMING_RE = re.compile(r"\b(" + "|".join(TIMING_KEYS) + r")=[^\s,]+")
 
 
@@ -195,7 +195,16 @@ def check_transcript(t: Transcript) -> None:
                                                                 cfg.vocab_size)
         real = "--gguf" in t.header
         assert r.model.weights == ("q8_0+q4_1" if real else "int8")
-        assert (r.model.version, r.model.tokenizer) == ((2, 1) if real else (1, 0))
+        # the host reads the checkpoint make imported (version 2, or 1 for the synthetic
+        # one); a guest maps its prepared form from the image (version 3)
+        version = 3 if t.where == "guest" else 2 if real else 1
+        assert (r.model.version, r.model.tokenizer) == (version, int(real))
+        # the mapped (prepared) file prints where its weights came from; --tokenize does not
+        assert (r.weights is None) == (r.tokenized is not None)
+        if r.weights is not None:
+            assert r.weights.source == ("mapped" if version == 3 else "read")
+            # a guest maps every page of the file (MAP_POPULATE); the host shim counts none
+            assert (r.weights.file_pages > 0) == (t.where == "guest")
     if r.tokenized:   # --tokenize: the prompt line, and the mapped file's pages it touched
         assert r.prompt is not None and r.tokenized.prompt_tokens == len(r.prompt)
         # the shim counts no file pages; a guest maps at least the header's

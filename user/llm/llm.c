@@ -557,7 +557,7 @@ map_checkpoint(const char *path, struct model *mo, int populate)
   uchar *file = mmap(0, size, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
   close(fd);                       // the mapping keeps the file open
   if(file == (uchar *)-1)
-    llm_die("model: cannot map ", path);
+    llm_die("model: cannot map (out of memory, or the page cache is full): ", path);
   parse_header(file, &mo->c);
   uint64 table = table_bytes(&mo->c);
   if(size < HEADER_SIZE + table)

@@ -31,6 +31,24 @@ mapped_delta(const struct memstat *a, const struct memstat *b)
   return (long)b->mapped_pages - (long)a->mapped_pages;
 }
 
+// Remember when the first token's logits were ready (timing first_token_ms): the first
+// call counts.
+void
+note_first_token(struct options *o)
+{
+  if(o->first_us == 0)
+    o->first_us = clock_us();
+}
+
+// This process's mapped pages that are not the page cache's (memstat's file_pages):
+// anonymous memory, which an eager fork copies; the mapped model is shared in every
+// configuration.
+long
+anon_pages(const struct memstat *m)
+{
+  return (long)m->mapped_pages - (long)m->file_pages;
+}
+
 long
 used_delta(const struct memstat *a, const struct memstat *b)
 {
@@ -85,6 +103,8 @@ feed(const struct model *mo, struct state *s, struct sampler *sp, struct options
   for(int pos = from; pos < to; pos++){
     int stop = 0;
     forward(mo, s, o->tokens[pos], pos, pos >= P - 1);
+    if(pos == P - 1)
+      note_first_token(o);
     if(pos >= P - 1 && pos + 1 < total){
       int tok = sample(sp, s->logits);
       o->tokens[pos + 1] = tok;
@@ -129,6 +149,7 @@ score_run(const struct model *mo, struct state *s, struct options *o)
   double nll = 0.0;
   for(int pos = 0; pos < n; pos++){
     forward(mo, s, o->tokens[pos], pos, pos < n - 1);
+    note_first_token(o);
     if(pos < n - 1)
       nll += token_nll(s->logits, mo->c.vocab_size, o->tokens[pos + 1]);
   }

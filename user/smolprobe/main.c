@@ -275,6 +275,7 @@ main(int argc, char **argv)
   uint64 t0 = clock_us();
   load_model(o.model, &mo);
   print_model(&mo);
+  print_weights(&mo);
   if(o.text || o.stop_eos){
     load_tokenizer(&mo, &tok, o.text ? (o.chat ? "--chat" : o.score ? "--perplexity" :
                    "--prompt") : "--stop-at-eos");
@@ -324,8 +325,9 @@ main(int argc, char **argv)
   print_summary(&kl, kv_region_pages(&kl, o.fed), &before, &reserved, &done);
   uint64 dus = t2 - t1 > 0 ? t2 - t1 : 1;
   uint64 tps10 = (uint64)o.fed * 10000000UL / dus;   // positions per second, times 10
-  printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu\n",
-         (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10);
+  printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu "
+         "first_token_ms=%lu\n", (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10,
+         o.first_us ? (o.first_us - t0) / 1000 : 0);
   if(o.score)
     print_perplexity(o.n_prompt, nll);
   if(o.text && !o.score)

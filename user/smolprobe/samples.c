@@ -152,7 +152,9 @@ branch(const struct model *mo, struct state *s, struct options *o, float *probs,
   r.kv_copies = m1.cow_copies - m0.cow_copies;
   r.kv_reuses = m1.cow_reuses - m0.cow_reuses;
   r.new_kv_pages = (long)m1.mapped_pages - (long)m0.mapped_pages;
-  r.fork_pages = m0.mapped_pages - m0.lazy_faults;
+  // what an eager fork copied for this branch: its anonymous pages (the model's file
+  // pages are shared by reference in every configuration), less those it faulted itself
+  r.fork_pages = anon_pages(&m0) - m0.lazy_faults;
   if(write_all(out, &r, sizeof(r)) < 0 ||
      write_all(out, o->tokens + P, o->gen_len * sizeof(int)) < 0)
     exit(1);
@@ -328,8 +330,8 @@ parallel_report(const struct config *c, const struct options *o, const struct kv
          used_delta(&ps->reserved, &ps->prefilled));
   printf("[smolprobe] fork_phase branches=%d shared_pages_at_fork=%ld prefix_kv_pages=%ld "
          "requested=%d parent_mapped_pages=%ld parent_released_kv=%d\n", forked,
-         (long)ps->atfork.shared_pages, kv_region_pages(kl, o->n_prompt), o->samples,
-         (long)ps->pre.mapped_pages, released);
+         (long)ps->atfork.shared_pages - (long)ps->atfork.file_pages,
+         kv_region_pages(kl, o->n_prompt), o->samples, anon_pages(&ps->pre), released);
   for(int i = 0; i < forked; i++){
     const struct branch_report *r = &pa->rep[i];
     if(pa->killed[i])
@@ -346,7 +348,7 @@ parallel_report(const struct config *c, const struct options *o, const struct kv
   }
   if(pa->fork_failed)
     printf("[smolprobe] fork of branch %d failed: %s\n", forked, pa->fork_failed);
-  long eager_pages = (long)ps->pre.mapped_pages * done;
+  long eager_pages = anon_pages(&ps->pre) * done;
   long actual = copies + parent + fork_copied, saved = eager_pages - actual;
   printf("[smolprobe] PARALLEL_SUMMARY branches=%d eager_copy_pages=%ld actual_copied_pages=%ld "
          "saved_pages=%ld saved_percent=%ld%%\n", done, eager_pages, actual, saved,
@@ -371,6 +373,7 @@ parallel_run(const struct model *mo, struct state *s, struct options *o, float *
 
   for(int pos = 0; pos < P; pos++)                   // prefill: rows 0..P-1, logits of P-1
     forward(mo, s, o->tokens[pos], pos, pos == P - 1);
+  note_first_token(o);
   memstat(&ps->prefilled);
   memset(&ch, 0, sizeof(ch));
   if(pipe(ch.go) < 0 || pipe(ch.ack) < 0 || pipe(ch.ex) < 0)
@@ -416,8 +419,9 @@ parallel_main(const struct model *mo, struct state *s, struct options *o, float 
   dus = dus > 0 ? dus : 1;
   uint64 fed = o->n_prompt + (uint64)done * o->gen_len;
   uint64 tps10 = fed * 10000000UL / dus;
-  printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu\n",
-         (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10);
+  printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu "
+         "first_token_ms=%lu\n", (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10,
+         (o->first_us - t0) / 1000);
   if(done == 0)
     llm_die("no branch could run (see the branch and fork lines above)", "");
   if(o->bench)

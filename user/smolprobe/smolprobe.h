@@ -53,6 +53,7 @@ struct options {
   int eos[2];           // the ids that end the request with stop_eos
   int generated;        // tokens really generated (G unless it stopped at an eos)
   int fed;              // positions really fed (K/V rows written)
+  uint64 first_us;      // clock_us() when the first token's logits were ready (0: not yet)
 };
 
 // generate.c
@@ -60,6 +61,9 @@ void align_break(void);
 void reserve_cache(struct state *s, const struct kv_layout *kl);
 long mapped_delta(const struct memstat *a, const struct memstat *b);
 long used_delta(const struct memstat *a, const struct memstat *b);
+long anon_pages(const struct memstat *m);
+void note_first_token(struct options *o);
+void print_weights(const struct model *mo);
 long floor_div(long a, long b);
 void print_summary(const struct kv_layout *kl, long active, const struct memstat *before,
                    const struct memstat *reserved, const struct memstat *done);

@@ -17,6 +17,18 @@ load_tokenizer(const struct model *mo, struct tokenizer *tok, const char *what)
     llm_die("model: tokenizer: ", err);
 }
 
+// The weights line: how the weights came in (docs/smolprobe.md "The weights: mapped or
+// read"): mapped, with the page-cache pages this process maps, or read into the heap.
+void
+print_weights(const struct model *mo)
+{
+  struct memstat ms;
+  if(memstat(&ms) < 0)
+    llm_die("memstat failed", "");
+  printf("[smolprobe] weights source=%s file_pages=%lu\n", mo->mapped ? "mapped" : "read",
+         mo->mapped ? ms.file_pages : 0);
+}
+
 // --tokenize: the model line, the prompt line and the tokenized line, from a mapping of
 // the model file whose weights are never touched; exits. file_pages on the tokenized line
 // is the page-cache pages this process maps (memstat): the header's and the tokenizer's

@@ -63,7 +63,9 @@ worker(struct server *sv, int i, int ack)
   plan_kv(sv, r->max_len, &kl);
   uint64 bytes = kl.bytes;
   memstat(&m0);
-  m.fork_pages = (long)m0.pt_pages + (m0.cow_alloc ? 0 : (long)m0.mapped_pages);
+  // an eager fork copies the anonymous pages; the mapped model's pages it shares
+  m.fork_pages = (long)m0.pt_pages +
+                 (m0.cow_alloc ? 0 : (long)m0.mapped_pages - (long)m0.file_pages);
   char *base = sbrk((int)bytes);
   memstat(&m1);
   m.kind = base == (char *)-1 ? MSG_NORESERVE : MSG_RESERVED;

@@ -41,10 +41,12 @@ from nexos.parse.core import (
 
 VERDICTS = ("LAZY_STYLE", "EAGER_STYLE", "MIXED")
 PARALLEL_VERDICTS = ("COW_STYLE", "EAGER_FORK_STYLE")
+WEIGHT_SOURCES = ("mapped", "read")  # the weights line: docs/smolprobe.md "The weights"
 
 LINE_KEYS: Keys = {
     "model": (("weights", NAME), ("version", INT), ("layers", INT), ("dim", INT),
               ("vocab", INT), ("tokenizer", INT)),
+    "weights": (("source", WEIGHT_SOURCES), ("file_pages", INT)),
     "prompt": (("tokens", INTS),),
     "request": (("prompt_tokens", INT), ("gen_tokens", INT)),
     "tokenized": (("prompt_tokens", INT), ("file_pages", INT)),
@@ -58,7 +60,8 @@ LINE_KEYS: Keys = {
     "decode_phase": (("mapped_pages", INT), ("used_pages", INT), ("active_pages_est", INT)),
     "verdict": (("verdict", VERDICTS + PARALLEL_VERDICTS),),
     "generated": (("tokens", INT), ("stopped_at_eos", INT)),
-    "timing": (("load_ms", INT), ("decode_ms", INT), ("tokens_per_s", DECIMAL)),
+    "timing": (("load_ms", INT), ("decode_ms", INT), ("tokens_per_s", DECIMAL),
+               ("first_token_ms", INT)),
     "perplexity": (("tokens", INT), ("nll", DECIMAL), ("ppl", DECIMAL)),
     "tokens": (("tokens", INTS),),
     "logits": (("logits", FLOATS),),
@@ -102,14 +105,15 @@ FORK_FAILURE_REASONS = ("out of memory (COW_ALLOC=0 copies every page)",
 
 MODE_LINES: Modes = {
     "single": (
-        (("loading",), 1, 1), (("model",), 0, 1), (("prompt",), 0, 1), (("request",), 1, 1),
+        (("loading",), 1, 1), (("model",), 0, 1), (("weights",), 0, 1), (("prompt",), 0, 1),
+        (("request",), 1, 1),
         (("kv_capacity",), 1, 1), (("running",), 1, 1), (("trace",), 0, MANY),
         (("generated",), 0, 1), (("SUMMARY",), 1, 1), (("reserve_phase",), 1, 1),
         (("decode_phase",), 1, 1), (("verdict",), 1, 1), (("timing",), 1, 1),
         (("text",), 0, 1), (("tokens",), 0, 1), (("logits",), 0, 1), (("bench",), 0, 1),
         (("bench_detail",), 0, 1), (("bench_q4_1",), 0, 1)),
     "samples": (
-        (("loading",), 1, 1), (("model",), 0, 1), (("request",), 1, 1),
+        (("loading",), 1, 1), (("model",), 0, 1), (("weights",), 0, 1), (("request",), 1, 1),
         (("kv_capacity",), 1, 1), (("parallel_request",), 1, 1), (("running",), 1, 1),
         (("reserve_phase",), 1, 1),
         (("prefill_phase",), 1, 1), (("fork_phase",), 1, 1),
@@ -118,11 +122,13 @@ MODE_LINES: Modes = {
         (("verdict",), 1, 1), (("timing",), 1, 1), (("bench",), 0, 1),
         (("bench_detail",), 0, 1), (("bench_q4_1",), 0, 1)),
     "perplexity": (
-        (("loading",), 1, 1), (("model",), 0, 1), (("prompt",), 1, 1), (("request",), 1, 1),
-        (("kv_capacity",), 1, 1), (("running",), 1, 1), (("SUMMARY",), 1, 1),
+        (("loading",), 1, 1), (("model",), 0, 1), (("weights",), 0, 1), (("prompt",), 1, 1),
+        (("request",), 1, 1), (("kv_capacity",), 1, 1), (("running",), 1, 1),
+        (("SUMMARY",), 1, 1),
         (("reserve_phase",), 1, 1), (("decode_phase",), 1, 1), (("verdict",), 1, 1),
         (("timing",), 1, 1), (("perplexity",), 1, 1)),
-    "bench": ((("loading",), 1, 1), (("model",), 0, 1), (("bench",), 1, 1),
+    "bench": ((("loading",), 1, 1), (("model",), 0, 1), (("weights",), 0, 1),
+              (("bench",), 1, 1),
               (("bench_detail",), 1, 1),
               (("bench_q4_1",), 0, 1)),
     "tokenize": ((("loading",), 1, 1), (("model",), 1, 1), (("prompt",), 1, 1),
@@ -199,6 +205,16 @@ class Timing:
     load_ms: int
     decode_ms: int
     tokens_per_s: float
+    first_token_ms: int   # from the start of loading to the first token's logits
+
+
+@dataclass(frozen=True)
+class Weights:
+    """`weights`: how the weights came in (mapped from a version 3 file, or read) and the
+    page-cache pages the process maps once they have."""
+
+    source: str
+    file_pages: int
 
 
 @dataclass(frozen=True)
@@ -353,6 +369,7 @@ class SmolprobeResult:
 
     mode: str = ""
     model: ModelInfo | None = None          # which model the image carries
+    weights: Weights | None = None          # how its weights came in
     prompt: tuple[int, ...] | None = None   # the encoded prompt (--prompt/--chat)
     tokenized: Tokenized | None = None      # --tokenize
     request: Request | None = None
@@ -454,7 +471,10 @@ def _apply(res: SmolprobeResult, rec: Record) -> None:
         else:
             res.verdict, res.verdict_text = v, text
     elif k == "timing":
-        res.timing = Timing(*_ints(rec, "load_ms", "decode_ms"), _float(rec, "tokens_per_s"))
+        res.timing = Timing(*_ints(rec, "load_ms", "decode_ms"), _float(rec, "tokens_per_s"),
+                            *_ints(rec, "first_token_ms"))
+    elif k == "weights":
+        res.weights = Weights(str(rec.fields["source"]), *_ints(rec, "file_pages"))
     elif k == "tokens":
         res.tokens = tuple(int(t) for t in _list(rec, "tokens"))
     elif k == "logits":
