@@ -133,15 +133,20 @@ def default_model(repo: Path) -> Path | None:
 
 def prebuild_shared(repo: Path, llm: bool) -> BuildResult | None:
     """Make the files that every configuration shares (the default LLM checkpoint under
-    build/models/) once, before configurations are built in parallel: two makes must not
-    write the same file at once. None when there is nothing to do."""
+    build/models/, and its prepared form under build/models/prepared/, which the image
+    carries) once, before configurations are built in parallel: two makes must not write
+    the same file at once. None when there is nothing to do."""
     if not llm:
         return None
     model = default_model(repo)
-    if model is None or model.is_file():
+    if model is None:
+        return None
+    prepared = model.parent / "prepared" / model.name
+    if model.is_file() and prepared.is_file():
         return None
     t0 = time.monotonic()
-    proc = subprocess.run([*make_base(repo), str(model.relative_to(repo))],
+    proc = subprocess.run([*make_base(repo), str(model.relative_to(repo)),
+                           str(prepared.relative_to(repo))],
                           stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           errors="replace")

@@ -134,8 +134,10 @@ def judge_parallel(cfg: BuildConfig, output: str) -> tuple[bool, str]:
            f"actual_copied_pages={p.actual_copied_pages} saved_pages={p.saved_pages}")
     if p.saved_pages != p.eager_copy_pages - p.actual_copied_pages:
         return False, msg + "; saved_pages != eager_copy_pages - actual_copied_pages"
-    if cfg.cow and res.fork.shared_pages_at_fork == 0:
+    if cfg.cow and res.fork.shared_pages_at_fork <= 0:
         # a copying fork makes no COW copies either, so the copy count alone would pass it
+        # (the figure is shared less the mapped model's pages: a kernel that counts no
+        # sharing at all gives a negative number)
         return False, msg + "; a COW kernel must share the parent's pages at fork"
     if cfg.cow and p.actual_copied_pages >= p.eager_copy_pages:
         return False, msg + "; a COW kernel must copy fewer pages than eager copying"

@@ -100,7 +100,7 @@ def write_prepared(src: str | Path, out: str | Path) -> ModelConfig:
     renamed when complete; a version 3 src is copied); its config. CheckpointError on a bad
     src or an out that cannot be written."""
     out = Path(out)
-    tmp = out.with_name(out.name + ".partial")
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.partial")  # two makes may race here
     cfg = read_header(src)
     try:
         if cfg.prepared:
