@@ -303,7 +303,7 @@ qemu-gdb: all
 
 # ---------------------------------------------------------------- grading a lab
 
-# make grade [LAB=lazy|cow|all]: build all four configurations and run the checks that grade
+# make grade [LAB=lazy|cow|mmap|all]: build all four configurations and run the checks that grade
 # the lab (docs/lab.md), with a JUnit report in grade.xml.
 LAB ?= all
 .PHONY: grade

@@ -21,6 +21,8 @@
 //     Removing pages: write back, unmap (drop the PTEs' references), then trim the page
 //     cache over that file range (pagecache.c's ownership rule), then close the file.
 //   - p->vmas is private to p (see proc.h): no lock.
+//
+// `// LAB mmap:` comments mark what the mmap lab's students write (docs/lab.md).
 #include "kernel/types.h"
 #include "kernel/param.h"
 #include "kernel/memlayout.h"
@@ -98,6 +100,7 @@ chooseaddr(struct proc *p, uint64 len)
 static int
 mappage(struct proc *p, struct vma *v, uint64 va)
 {
+  // LAB mmap: begin map the page cache's page with the region's permissions
   uint64 pgno = (v->off + (va - v->start)) / PGSIZE;
   char *pa = pagecache_get(v->f->ip, pgno);
   if(pa == 0)
@@ -112,6 +115,9 @@ mappage(struct proc *p, struct vma *v, uint64 va)
     return -1;
   }
   return 0;
+  // LAB mmap: stub
+  // return -1;   // no file page can be mapped yet
+  // LAB mmap: end
 }
 
 // Contract: resolve a fault of p at page-aligned va for vmfault(): pte is 0 when va has no
@@ -128,11 +134,15 @@ mmapfault(struct proc *p, uint64 va, pte_t *pte)
     return -1;
   if(pte == 0)
     return mappage(p, v, va);
+  // LAB mmap: begin the first store to a MAP_SHARED page
   if((v->flags & MAP_SHARED) == 0 || (v->prot & PROT_WRITE) == 0)
     return -1;
   *pte |= PTE_W | PTE_D;
   sfence_vma();
   return 0;
+  // LAB mmap: stub
+  // return -1;
+  // LAB mmap: end
 }
 
 // Contract: write p's possibly dirty pages (PTE_FILE|PTE_W) of region v in [lo, hi)
@@ -142,6 +152,7 @@ mmapfault(struct proc *p, uint64 va, pte_t *pte)
 static void
 writeback(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
 {
+  // LAB mmap: begin write the dirty pages back, WBPAGES per transaction
   struct inode *ip = v->f->ip;
   int n = 0;   // pages in the open transaction
 
@@ -168,6 +179,7 @@ writeback(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
     iunlock(ip);
     end_op();
   }
+  // LAB mmap: end
 }
 
 // Contract: remove [lo, hi) (page-aligned, inside region v, a prefix or a suffix of it or
@@ -178,6 +190,7 @@ unmaprange(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
 {
   if(v->flags & MAP_SHARED)
     writeback(p, v, lo, hi);
+  // LAB mmap: begin unmap, trim the page cache, shrink the region, close the file
   uvmunmap(p->pagetable, lo, (hi - lo) / PGSIZE, 1);
   sfence_vma();
   uint64 pglo = (v->off + (lo - v->start)) / PGSIZE;
@@ -192,6 +205,7 @@ unmaprange(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
     memset(v, 0, sizeof(*v));
     fileclose(f);
   }
+  // LAB mmap: end
 }
 
 // Contract: remove every region of p (exit, and exec for the old image), writing back
@@ -282,6 +296,7 @@ sys_mmap(void)
   else if(addr % PGSIZE || addr < PGROUNDUP(p->sz) || addr > TRAPFRAME - len ||
           !isfree(p, addr, len))
     addr = 0;
+  // LAB mmap: begin take a free slot, fill it, and (LAZY_ALLOC=0) map every page
   struct vma *v = p->vmas;
   while(v < p->vmas + NVMA && v->len)
     v++;
@@ -303,6 +318,9 @@ sys_mmap(void)
     }
   }
   return addr;
+  // LAB mmap: stub
+  // return -1;   // no region can be made yet
+  // LAB mmap: end
 }
 
 // Contract: munmap(addr, len): remove [addr, addr+len) (len rounded up to pages) from the
@@ -313,6 +331,7 @@ sys_mmap(void)
 uint64
 sys_munmap(void)
 {
+  // LAB mmap: begin
   uint64 addr, len;
   struct proc *p = myproc();
 
@@ -328,4 +347,7 @@ sys_munmap(void)
     return -1;
   unmaprange(p, v, addr, addr + len);
   return 0;
+  // LAB mmap: stub
+  // return -1;
+  // LAB mmap: end
 }

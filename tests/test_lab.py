@@ -183,13 +183,18 @@ def test_the_kernel_regions():
         ("lazy", "kernel/vm.c", "growproc"), ("lazy", "kernel/vm.c", "lazyfault"),
         ("lazy", "kernel/vm.c", "userpte"), ("cow", "kernel/vm.c", "share_pte"),
         ("cow", "kernel/vm.c", "cowfault"), ("cow", "kernel/kalloc.c", "krefinc_ptes"),
-        ("cow", "kernel/kalloc.c", "kshared_ptes")}
+        ("cow", "kernel/kalloc.c", "kshared_ptes"),
+        ("mmap", "kernel/mmap.c", "mappage"), ("mmap", "kernel/mmap.c", "mmapfault"),
+        ("mmap", "kernel/mmap.c", "writeback"), ("mmap", "kernel/mmap.c", "unmaprange"),
+        ("mmap", "kernel/mmap.c", "sys_mmap"), ("mmap", "kernel/mmap.c", "sys_munmap"),
+        ("mmap", "kernel/pagecache.c", "pagecache_get"),
+        ("mmap", "kernel/pagecache.c", "pagecache_trim")}
 
 
 # ------------------------------------------------------------------ the plan (no QEMU)
 
 def test_lab_plan():
-    for lab_ in ("lazy", "cow", "all"):
+    for lab_ in ("lazy", "cow", "mmap", "all"):
         plan = lab_plan(lab_)
         assert [c for c, _ in plan] == matrix()
         for cfg, names in plan:
@@ -202,10 +207,17 @@ def test_lab_plan():
     assert dict((c.name, n) for c, n in mechanism_plan("cow")) == {
         "lazy0-cow1": ["cowtests", "smolprobe-parallel"],
         "lazy1-cow1": ["cowtests", "smolprobe-parallel"]}
-    assert lab_checks("all", BOTH) == ["usertests", "lazytests", "cowtests",
+    # mmap has no flag: its lab check is one in every configuration
+    assert mechanism_plan("mmap") == [(cfg, ["mmaptests"]) for cfg in matrix()]
+    assert dict(nonlab_plan("mmap"))[BOTH] == list(DEFAULT_CHECK_NAMES)
+    assert lab_checks("all", BOTH) == ["usertests", "lazytests", "cowtests", "mmaptests",
                                        "smolprobe-verdict", "smolprobe-parallel"]
+    assert lab_checks("all", EAGER) == ["mmaptests"]
     assert dict(nonlab_plan("all"))[EAGER] == list(DEFAULT_CHECK_NAMES)
     assert "smolprobe-parallel" not in dict(lab_plan("lazy"))[BOTH]
+    # mmaptests is opt-in: only the mmap lab (and all) grade it
+    assert "mmaptests" not in DEFAULT_CHECK_NAMES
+    assert all("mmaptests" not in names for x in ("lazy", "cow") for _, names in lab_plan(x))
 
 
 # ------------------------------------------------------------------ real starter trees (QEMU)
@@ -228,15 +240,34 @@ def test_starter_of_this_checkout(tmp_path):
     """The real checkout passes every check of the generator; the tree has only TODO lines."""
     marked = marked_files()
     tree = make_starter(REPO, "all", tmp_path / "all")
-    assert len(tree.regions) == 7 and git(tree.out, "status", "--porcelain") == ""
+    assert len(tree.regions) == 15 and git(tree.out, "status", "--porcelain") == ""
     _, left = collect_regions(tree.out, source_files(tree.out))
     assert left == []
-    todo = sum(len(re.findall(r"// LAB (lazy|cow): TODO", (tree.out / f).read_text()))
+    todo = sum(len(re.findall(r"// LAB (lazy|cow|mmap): TODO", (tree.out / f).read_text()))
                for f in marked)
-    assert todo == 7
+    assert todo == 15
     labmd = (tree.out / "LAB.md").read_text()
     assert "`kernel/vm.c`: `growproc()`, `lazyfault()`, `userpte()`" in labmd
     assert "`kernel/kalloc.c`: `krefinc_ptes()`, `kshared_ptes()`" in labmd
+
+
+def test_mmap_starter_of_this_checkout(tmp_path):
+    """The mmap lab alone: its 8 regions stubbed, the other labs' code kept, and a LAB.md
+    that names the spots and grades mmaptests in every configuration."""
+    marked_files()
+    tree = make_starter(REPO, "mmap", tmp_path / "mmap")
+    assert {r.lab for r in tree.regions} == {"mmap"} and len(tree.regions) == 8
+    mmap_c = (tree.out / "kernel/mmap.c").read_text()
+    assert mmap_c.count("// LAB mmap: TODO") == 6 and "writeback(p, v, lo, hi);" in mmap_c
+    assert (tree.out / "kernel/pagecache.c").read_text().count("// LAB mmap: TODO") == 2
+    assert "p->cow_copies++;" in (tree.out / "kernel/vm.c").read_text()  # cow's code stays
+    labmd = (tree.out / "LAB.md").read_text()
+    assert ("`kernel/mmap.c`: `mappage()`, `mmapfault()`, `writeback()`, `unmaprange()`, "
+            "`sys_mmap()`, `sys_munmap()`") in labmd
+    assert "`kernel/pagecache.c`: `pagecache_get()`, `pagecache_trim()`" in labmd
+    assert "make grade LAB=mmap" in labmd and "$ mmaptests shared" in labmd
+    for cfg in matrix():
+        assert f"- `{cfg.name}`: `mmaptests`" in labmd
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +291,7 @@ def starters(solution, tmp_path_factory) -> dict[str, Path]:
     """lab -> its starter tree, made from the solution and built in all four configurations."""
     root = tmp_path_factory.mktemp("starters")
     trees = {}
-    for lab_ in ("lazy", "cow", "all"):
+    for lab_ in ("lazy", "cow", "mmap", "all"):
         trees[lab_] = make_starter(solution, lab_, root / lab_).out
         for cfg in matrix():
             make_tree(trees[lab_], cfg)  # -Wall -Werror with the stubs, every configuration
@@ -291,8 +322,14 @@ MECHANISM_GONE = {
              ["usertests -q"]),
     "cow": (COW, {"cowtests reuse": ["test reuse: FAILED"],
                   "cowtests bigfork": ["test bigfork: FAILED"]}, ["usertests -q"]),
+    # the stubbed mmap returns -1: every test that maps fails (none hangs), nothing panics;
+    # lazy allocation and COW fork are untouched
+    "mmap": (BOTH, {"mmaptests": ["test basic: FAILED mmap of", "test fork: FAILED mmap of",
+                                  "test shareone: FAILED", "test empty: OK"]},
+             ["usertests -q", "lazytests", "cowtests"]),
     "all": (BOTH, {"lazytests sparse": ["test sparse: FAILED"],
-                   "cowtests readcow": ["test readcow: FAILED"]}, ["usertests -q"]),
+                   "cowtests readcow": ["test readcow: FAILED"],
+                   "mmaptests private": ["test private: FAILED mmap of"]}, ["usertests -q"]),
 }
 
 
@@ -311,7 +348,8 @@ def test_starter_lacks_the_mechanism(starters, lab_):
 
 # lab -> (configuration, the lab's test programs, which pass once the solution is back)
 SOLVED = {"lazy": (LAZY, ["lazytests"]), "cow": (COW, ["cowtests"]),
-          "all": (BOTH, ["lazytests", "cowtests"])}
+          "mmap": (EAGER, ["mmaptests"]),  # the other policy than MECHANISM_GONE's
+          "all": (BOTH, ["lazytests", "cowtests", "mmaptests"])}
 
 
 @pytest.mark.qemu

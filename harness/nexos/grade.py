@@ -153,6 +153,7 @@ def default_checks(req: ProbeRequest | None = None, scale: float = 1.0) -> list[
         CheckSpec("usertests", 20, False, "usertests", 1800 * scale, judge_test_program),
         CheckSpec("lazytests", 15, False, "lazytests", 600 * scale, judge_test_program),
         CheckSpec("cowtests", 15, False, "cowtests", 600 * scale, judge_test_program),
+        CheckSpec("mmaptests", 15, False, "mmaptests", 600 * scale, judge_test_program),
         CheckSpec("smolprobe-numbers", 10, True, req.command(), 900 * scale,
                   judge_probe_numbers(req)),
         CheckSpec("smolprobe-verdict", 10, True, req.command(), 900 * scale,
@@ -164,7 +165,10 @@ def default_checks(req: ProbeRequest | None = None, scale: float = 1.0) -> list[
 
 
 CHECK_NAMES = tuple(c.name for c in default_checks())
-DEFAULT_CHECK_NAMES = tuple(n for n in CHECK_NAMES if n != "smolprobe-parallel")
+# Opt-in checks: a plain `nexos grade` skips them; `--checks` or a lab's plan adds them
+# (docs/harness.md, "Grading"; docs/lab.md).
+OPT_IN_CHECK_NAMES = ("mmaptests", "smolprobe-parallel")
+DEFAULT_CHECK_NAMES = tuple(n for n in CHECK_NAMES if n not in OPT_IN_CHECK_NAMES)
 # The checks that run a test program by its own name: a hidden program of that name replaces
 # the built-in program on the image (make's EXTRA_UPROGS rule), and so its check too.
 PROGRAM_CHECK_NAMES = tuple(c.name for c in default_checks() if c.command == c.name)

@@ -352,7 +352,9 @@ static void errors(void)
   kernel_alive();
 }
 
-// N processes map the same file: one copy of its pages in memory, not N.
+// N processes map the same file: one copy of its pages in memory, not N. Each process
+// keeps only the pipe ends it uses, and a child closes its ack end once it has acked, so
+// a child that dies (or an mmap that fails) gives the parent end-of-file, never a hang.
 #define NSHARE 4
 #define SHPAGES 16
 static void shareone(void)
@@ -366,6 +368,9 @@ static void shareone(void)
     if (pids[i] == 0) {
       char c;
       struct memstat m;
+      close(go[1]);
+      close(ack[0]);
+      close(rel[1]);
       snap(&m);                    // stack pages private before the parent counts
       if (read(go[0], &c, 1) != 1)
         exit(2);
@@ -380,11 +385,15 @@ static void shareone(void)
       c = m.file_pages == SHPAGES ? 'y' : 'n';
       if (write(ack[1], &c, 1) != 1)
         exit(5);
+      close(ack[1]);
       if (read(rel[0], &c, 1) != 1)  // hold the mapping until the parent has counted
         exit(6);
       exit(0);
     }
   }
+  close(go[0]);
+  close(ack[1]);
+  close(rel[0]);
   struct memstat a, b;
   snap(&a);
   snap(&a);
@@ -392,7 +401,7 @@ static void shareone(void)
   CHECK(write(go[1], "gggg", NSHARE) == NSHARE, "go");
   for (int i = 0; i < NSHARE; i++) {
     char c = 0;
-    CHECK(read(ack[0], &c, 1) == 1, "ack");
+    CHECK(read(ack[0], &c, 1) == 1, "a child exited without its ack (its mmap failed?)");
     CHECK(c == 'y', "a child's file_pages was not %d", SHPAGES);
   }
   snap(&b);
@@ -409,7 +418,7 @@ static void shareone(void)
   snap(&b);
   CHECK(b.pagecache_pages == 0, "pagecache_pages %d after the children exited",
         (int)b.pagecache_pages);
-  close(go[0]); close(go[1]); close(ack[0]); close(ack[1]); close(rel[0]); close(rel[1]);
+  close(go[1]); close(ack[0]); close(rel[1]);
   unlink("mm_four");
 }
 

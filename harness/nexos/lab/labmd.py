@@ -5,7 +5,8 @@ from __future__ import annotations
 from nexos.lab.markers import Region
 from nexos.lab.plan import labs_of, mechanism_plan
 
-TITLES = {"lazy": "Lazy allocation (`LAZY_ALLOC=1`)", "cow": "Copy-on-write fork (`COW_ALLOC=1`)"}
+TITLES = {"lazy": "Lazy allocation (`LAZY_ALLOC=1`)", "cow": "Copy-on-write fork (`COW_ALLOC=1`)",
+          "mmap": "mmap and the page cache (every configuration)"}
 
 TASKS = {
     "lazy": """\
@@ -24,10 +25,26 @@ fork copies every page. `kalloc()`/`kfree()` already count references; `vmfault(
 `userpte()` already send COW stores to `cowfault()`. The contract is in docs/memory.md
 ("Copy-on-write contract", "How fork walks the page table"); keep `p->cow_faults`,
 `cow_copies`, `cow_reuses` and memstat's `shared_pages` exact (memstat, same page).""",
+    "mmap": """\
+`mmap()` must map a regular file's pages into the process and `munmap()` remove them, in
+every configuration: with `LAZY_ALLOC=0` `sys_mmap()` maps every page at once, with
+`LAZY_ALLOC=1` each page is mapped on its first touch (`vmfault()` already sends that fault,
+and the first store to a file page, to `mmapfault()`). Each file page is one physical page
+of the page cache, shared by every mapping of it: `pagecache_get()` reads it in on a miss,
+`pagecache_trim()` drops the pages nobody maps any more. A `MAP_SHARED` page is mapped
+read-only until its first store makes it writable (dirty); removing it writes it back to
+the file (`writeback()`). Today `mmap()` returns -1. Given: the argument checks
+(`mmapok()`), the address choice (`chooseaddr()`), fork (`mmap_fork()`), exit and exec
+(`mmap_unmapall()`), the `MAP_PRIVATE` store (`cowfault()`) and the cache's chain helpers
+(`lookup()`, `insert()`, `drop()`, `gethit()`). The contract is in docs/memory.md ("mmap
+and the page cache": regions, the ownership rule, write-back, errors); keep memstat's
+`file_pages` and `pagecache_pages` exact, and free every page when the last mapping goes.""",
 }
 
-TESTS = {"lazy": "lazytests", "cow": "cowtests"}
-FLAGS = {"lazy": "LAZY_ALLOC=1 COW_ALLOC=0", "cow": "LAZY_ALLOC=0 COW_ALLOC=1"}
+TESTS = {"lazy": "lazytests", "cow": "cowtests", "mmap": "mmaptests"}
+FLAGS = {"lazy": "LAZY_ALLOC=1 COW_ALLOC=0", "cow": "LAZY_ALLOC=0 COW_ALLOC=1",
+         "mmap": "LAZY_ALLOC=1 COW_ALLOC=0"}
+EXAMPLE = {"lazy": "sparse", "cow": "counts", "mmap": "shared"}  # one test of each program
 
 
 def _where(regions: list[Region], one: str) -> list[str]:
@@ -47,8 +64,22 @@ def _section(regions: list[Region], one: str) -> list[str]:
             f"`// LAB {one}: TODO`; `grep -rn 'LAB {one}' kernel/`):", "",
             *_where(regions, one), "",
             "Try it:", "", "```", f"make qemu {FLAGS[one]}", f"$ {TESTS[one]}",
-            f"$ {TESTS[one]} {'sparse' if one == 'lazy' else 'counts'}   # one test by name",
-            "```", ""]
+            f"$ {TESTS[one]} {EXAMPLE[one]}   # one test by name",
+            "```", *_also(one), ""]
+
+
+def _also(one: str) -> list[str]:
+    """mmap: the other policy too (both must work)."""
+    if one != "mmap":
+        return []
+    return ["", "and once more with `LAZY_ALLOC=0` (every page mapped by `sys_mmap()`)."]
+
+
+def _mmap_intro(labs: tuple[str, ...]) -> list[str]:
+    if "mmap" not in labs:
+        return []
+    return ["`mmaptests` fails in every configuration until mmap is written (`mmap()` "
+            "returns -1); no other check of the grade uses mmap."]
 
 
 def lab_md(lab: str, regions: list[Region]) -> str:
@@ -59,7 +90,7 @@ def lab_md(lab: str, regions: list[Region]) -> str:
              "functions named here have their marked parts replaced by a stub. Built with "
              "the flags off (`LAZY_ALLOC=0 COW_ALLOC=0`) it is the eager kernel and passes "
              "`usertests`; with a flag on, the tests of that flag fail until you write it.",
-             ""]
+             *_mmap_intro(labs), ""]
     for one in labs:
         lines += _section(regions, one)
     lines += ["## Grading", "",

@@ -1,10 +1,11 @@
 """Which grade checks grade a lab, in which configurations (docs/lab.md).
 
 A check is a *lab check* of a configuration when its outcome there depends on the lab's
-mechanism: a starter tree fails it, the solution passes it. That is the case only in kernels
-built with the lab's flag on; with the flag off the stub is never reached (or behaves as the
-eager policy does), so every check there is a *non-lab check*, which a starter tree passes
-too. Grading a submission runs both: the lab checks score the mechanism, the non-lab checks
+mechanism: a starter tree fails it, the solution passes it. For lazy and cow that is the case
+only in kernels built with the lab's flag on; with the flag off the stub is never reached (or
+behaves as the eager policy does), so every check there is a *non-lab check*, which a starter
+tree passes too. mmap has no flag: every configuration maps files, so its lab check is one in
+all four. Grading a submission runs both: the lab checks score the mechanism, the non-lab checks
 catch a submission that broke the rest of the kernel.
 """
 
@@ -14,7 +15,8 @@ from nexos.config import DEFAULT_MEMSIZE, BuildConfig, matrix
 from nexos.grade import CHECK_NAMES, DEFAULT_CHECK_NAMES
 from nexos.lab.markers import LABS
 
-LAB_CHOICES: dict[str, tuple[str, ...]] = {"lazy": ("lazy",), "cow": ("cow",), "all": LABS}
+LAB_CHOICES: dict[str, tuple[str, ...]] = {"lazy": ("lazy",), "cow": ("cow",),
+                                            "mmap": ("mmap",), "all": LABS}
 
 # The checks that exercise a lab's mechanism in a kernel with its flag on, and why:
 #   lazy  usertests          the full run's `oom` wants a child that touches more memory
@@ -23,15 +25,21 @@ LAB_CHOICES: dict[str, tuple[str, ...]] = {"lazy": ("lazy",), "cow": ("cow",), "
 #         smolprobe-verdict  LAZY_STYLE: the KV reservation maps nothing
 #   cow   cowtests           exact share/copy/reuse counts (docs/testing.md)
 #         smolprobe-parallel the branches of --samples 4 copy fewer pages than an eager fork
+#   mmap  mmaptests          the stubbed mmap returns -1, so every one of its tests fails
 # Everything else (smolprobe-numbers and -errors, cowtests under the lazy lab, ...) passes on
 # an eager kernel as well, so it cannot tell a starter tree from the solution.
 MECHANISM: dict[str, tuple[str, ...]] = {
     "lazy": ("usertests", "lazytests", "smolprobe-verdict"),
     "cow": ("cowtests", "smolprobe-parallel"),
+    "mmap": ("mmaptests",),
 }
 
-# The checks every plan runs, in grade.py's order. smolprobe-parallel is opt-in for a plain
-# `nexos grade`; the COW lab adds it where it is a lab check.
+# The checks every plan runs, in grade.py's order. The opt-in checks of a plain `nexos grade`
+# join a plan only as lab checks: smolprobe-parallel where COW is on (cow lab), mmaptests in
+# every configuration (mmap lab). mmaptests is no non-lab check of the lazy and cow labs:
+# their stubs take away parts mmap uses (cowfault() copies MAP_PRIVATE file pages in every
+# configuration, userpte() faults untouched file pages in for copyin/copyout), so those
+# starter trees fail it.
 BASE_CHECKS: tuple[str, ...] = DEFAULT_CHECK_NAMES
 
 Plan = list[tuple[BuildConfig, list[str]]]
@@ -42,15 +50,20 @@ class LabError(ValueError):
 
 
 def labs_of(lab: str) -> tuple[str, ...]:
-    """The labs that `lab` (lazy, cow or all) stands for."""
+    """The labs that `lab` (lazy, cow, mmap or all) stands for."""
     if lab not in LAB_CHOICES:
         raise LabError(f"unknown lab {lab!r} (choose from {', '.join(LAB_CHOICES)})")
     return LAB_CHOICES[lab]
 
 
 def flag_on(one_lab: str, cfg: BuildConfig) -> bool:
-    """Whether cfg is built with the flag of one lab (LAZY_ALLOC for lazy, COW_ALLOC for cow)."""
-    return bool(cfg.lazy if one_lab == "lazy" else cfg.cow)
+    """Whether cfg has the mechanism of one lab: LAZY_ALLOC for lazy, COW_ALLOC for cow;
+    mmap is in every configuration (LAZY_ALLOC only picks when a file page is mapped)."""
+    if one_lab == "lazy":
+        return bool(cfg.lazy)
+    if one_lab == "cow":
+        return bool(cfg.cow)
+    return True
 
 
 def _ordered(names: set[str]) -> list[str]:
