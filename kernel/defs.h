@@ -203,7 +203,6 @@ int             pagecache_pages(void);
 // mmap.c -- file mappings: regions of a process (see mmap.c)
 int             mmapfault(struct proc *p, uint64 va, pte_t *pte);
 int             mmap_fork(struct proc *p, struct proc *np);
-void            mmap_dupfiles(struct proc *np);
 void            mmap_unmapall(struct proc *p);
 uint64          mmap_floor(struct proc *p);
 

@@ -447,3 +447,26 @@ def test_grade_lab_on_the_solution_scores_full_points(readme_grade):
     assert readme_grade.returncode == 0, readme_grade.stdout[-3000:]
     cases = readme_grade.cases
     assert set(cases) == set(planned("lazy")) and all(cases.values()), readme_grade.stdout
+
+
+@pytest.mark.qemu
+def test_mmap_starter_reads_the_model_it_cannot_map(starters):
+    """In the mmap starter mmap returns -1, so the model library reads the prepared model
+    into its heap instead (docs/smolprobe.md, "The weights: mapped or read"): smolprobe's
+    checks still pass there, as the lab's plan says they do."""
+    from nexos.parse import parse_smolprobe
+
+    assert SMOLLM2_GGUF is not None, smollm2_missing()
+    tree = starters["mmap"]
+    # the model asset handed over as a course would (docs/lab.md): NEXOS_GGUF names a copy
+    env = {**os.environ, GGUF_ENV: str(SMOLLM2_GGUF)}
+    p = subprocess.run(["make", "-C", str(tree), *LAZY.make_vars(), f"PYTHON={sys.executable}",
+                        "llm"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                       env=env)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr
+    with QemuSession.for_config(LAZY, tree, llm=True) as s:
+        out = s.run("smolprobe --prompt-tokens 1,2,3 --gen-len 2", timeout=600).output
+    assert find_panic(out) is None, out
+    r = parse_smolprobe(out)
+    assert r.ok and r.weights is not None and r.weights.source == "read", out
+    assert r.model is not None and r.model.version == 3 and r.verdict == "LAZY_STYLE", out

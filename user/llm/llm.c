@@ -548,7 +548,9 @@ table_bytes(const struct config *c)
 
 // Map the whole checkpoint at path (PROT_READ, MAP_PRIVATE; with populate every page now,
 // MAP_POPULATE) into mo->file and check its header, type table and size; sets mo->c,
-// mo->types, the tokenizer blob. Returns the section offsets (layout()).
+// mo->types, the tokenizer blob. Returns the section offsets (layout()), or 0 if the
+// kernel would not map it (out of memory, a full page cache, or no mmap at all: the mmap
+// lab's starter), with nothing changed.
 static uint64 *
 map_checkpoint(const char *path, struct model *mo, int populate)
 {
@@ -557,7 +559,7 @@ map_checkpoint(const char *path, struct model *mo, int populate)
   uchar *file = mmap(0, size, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
   close(fd);                       // the mapping keeps the file open
   if(file == (uchar *)-1)
-    llm_die("model: cannot map (out of memory, or the page cache is full): ", path);
+    return 0;
   parse_header(file, &mo->c);
   uint64 table = table_bytes(&mo->c);
   if(size < HEADER_SIZE + table)
@@ -574,7 +576,7 @@ map_checkpoint(const char *path, struct model *mo, int populate)
 }
 
 // Read the whole checkpoint (fd, at its header; size bytes) into the heap and prepare its
-// weights there; mo->c is parsed from header already.
+// weights there (version 3: prepared already); mo->c is parsed from header already.
 static void
 read_checkpoint(int fd, const char *path, uint64 size, const uchar *header, struct model *mo)
 {
@@ -626,9 +628,10 @@ load_model(const char *path, struct model *mo)
   // the model shares its pages. MAP_POPULATE brings them all in now, as a read would: a
   // run touches every weight before its first token, and the KV figures then count KV
   // pages only (docs/smolprobe.md "The weights: mapped or read").
-  if(mo->c.version == 3){
+  // A kernel that will not map it gets the file read instead (weights source=read).
+  uint64 *off = mo->c.version == 3 ? map_checkpoint(path, mo, 1) : 0;
+  if(off){
     close(fd);
-    uint64 *off = map_checkpoint(path, mo, 1);
     map_weights(mo, mo->types, off);
     free(off);
     return;
@@ -640,7 +643,12 @@ load_model(const char *path, struct model *mo)
 void
 map_model_tokenizer(const char *path, struct model *mo)
 {
-  free(map_checkpoint(path, mo, 0));
+  uint64 *off = map_checkpoint(path, mo, 0);
+  if(off == 0){                    // not mapped: read it all, weights prepared as usual
+    load_model(path, mo);
+    return;
+  }
+  free(off);
 }
 
 // ============================================================================ neural-net blocks

@@ -149,8 +149,8 @@ void *llm_malloc(uint64 n, const char *what);
 void load_model(const char *path, struct model *mo);
 // Map the checkpoint at path (PROT_READ, MAP_PRIVATE) for its config, block types and
 // tokenizer only: the weights stay unread (mo->w is not set), so a lazy kernel reads just
-// the header's and the tokenizer's pages. Dies on a file load_model would refuse by its
-// header or size.
+// the header's and the tokenizer's pages. A kernel that will not map it gets load_model()
+// instead. Dies on a file load_model would refuse by its header or size.
 void map_model_tokenizer(const char *path, struct model *mo);
 
 // Allocate and touch (memset) everything forward() and the sampler use for s->seq_len
