@@ -64,7 +64,8 @@ def _f32(v: float) -> float:
     return float(np.float32(v))
 
 
-def _align(n: int) -> int:
+def align_up(n: int) -> int:
+    """n rounded up to a multiple of ALIGN (the section alignment of versions 2 and 3)."""
     return -(-n // ALIGN) * ALIGN
 
 
@@ -215,7 +216,7 @@ class ModelConfig:
 def table_nbytes(cfg: ModelConfig) -> int:
     """Bytes of the version 2 type table (one u32 per block, zero-padded to ALIGN); 0 for
     version 1."""
-    return _align(4 * len(cfg.tensor_types)) if cfg.version >= VERSION_TYPED else 0
+    return align_up(4 * len(cfg.tensor_types)) if cfg.version >= VERSION_TYPED else 0
 
 
 def pack_header(cfg: ModelConfig) -> bytes:
@@ -245,7 +246,7 @@ def _prefix_size(data: bytes) -> int:
     (tied,) = struct.unpack_from("<I", data, 48)
     if count != n_blocks(layers, tied == 1):
         return HEADER_SIZE  # unpack_header reports the mismatch; never read a huge table
-    return HEADER_SIZE + _align(4 * count)
+    return HEADER_SIZE + align_up(4 * count)
 
 
 def _bad_magic(head: bytes) -> str:
@@ -381,7 +382,7 @@ def layout(cfg: ModelConfig) -> list[Section]:
     out, off = [], HEADER_SIZE + table_nbytes(cfg)
     for name, layer, shape, is_block, wtype in items:
         n = block_nbytes(cfg, *shape, wtype) if is_block else 4 * int(np.prod(shape))
-        off = _align(off) if aligned else off
+        off = align_up(off) if aligned else off
         out.append(Section(name, layer, shape, is_block, off, n, wtype))
         off += n
     return out
@@ -399,8 +400,8 @@ def derived_nbytes(cfg: ModelConfig) -> int:
             rows, cols = sec.shape
             if sec.name == "tok_embedding":
                 per = 2 if GGML_WEIGHTS[sec.wtype] == Q4_1 else 1
-                n += _align(rows * (cols // QK) * per * 2)
-            n += _align(rows)
+                n += align_up(rows * (cols // QK) * per * 2)
+            n += align_up(rows)
     return n
 
 
@@ -409,13 +410,13 @@ def tensors_end(cfg: ModelConfig) -> int:
     (which starts at the next multiple of ALIGN)."""
     last = layout(cfg)[-1]
     end = last.offset + last.nbytes
-    return _align(end) + derived_nbytes(cfg) if cfg.prepared else end
+    return align_up(end) + derived_nbytes(cfg) if cfg.prepared else end
 
 
 def tokenizer_offset(cfg: ModelConfig) -> int:
     """Where the tokenizer blob starts (versions 2 and 3: the first multiple of ALIGN after
     the tensors; meaningful only when ``tokenizer_size > 0``)."""
-    return _align(tensors_end(cfg))
+    return align_up(tensors_end(cfg))
 
 
 def checkpoint_size(cfg: ModelConfig) -> int:

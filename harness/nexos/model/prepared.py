@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from nexos.model.format import (
-    ALIGN,
     WEIGHT_PER_TENSOR,
     Checkpoint,
     CheckpointError,
     ModelConfig,
     QuantBlock,
     Section,
+    align_up,
     check_size,
     checkpoint_size,
     layout,
@@ -36,11 +36,7 @@ from nexos.model.format import (
     read_header,
     tensors_end,
 )
-from nexos.model.qblocks import Q4_1, GGMLBlock, QMatrix, block_fields
-
-
-def _align(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
+from nexos.model.qblocks import Q4_1, QK, GGMLBlock, QMatrix, block_fields
 
 
 def prepared_config(cfg: ModelConfig) -> ModelConfig:
@@ -57,7 +53,7 @@ def _qblock(blk: GGMLBlock, embedding: bool) -> tuple[bytes, bytes]:
     after block; derived holds, for the embedding, its f16 d (and m) bits, then the row
     exponents ew as int8, each padded to ALIGN."""
     rows, cols = blk.shape
-    nb = cols // 32
+    nb = cols // QK
     raw = np.asarray(blk.raw).reshape(rows, nb, -1)
     qm = QMatrix.prepare(blk)
     if blk.kind == Q4_1:
@@ -74,9 +70,9 @@ def _qblock(blk: GGMLBlock, embedding: bool) -> tuple[bytes, bytes]:
         f = block_fields(blk)
         bits = f.d_bits[:, :, None] if f.m_bits is None else np.stack([f.d_bits, f.m_bits], 2)
         d16 = bits.astype("<u2").tobytes()
-        derived += d16 + bytes(_align(len(d16)) - len(d16))
+        derived += d16 + bytes(align_up(len(d16)) - len(d16))
     ew = qm.ew.astype(np.int8).tobytes()
-    return section, derived + ew + bytes(_align(len(ew)) - len(ew))
+    return section, derived + ew + bytes(align_up(len(ew)) - len(ew))
 
 
 def _section(ck: Checkpoint, sec: Section) -> np.ndarray | QuantBlock | GGMLBlock:
@@ -130,11 +126,11 @@ def _write(ck: Checkpoint, path: Path) -> ModelConfig:
             f.write(bytes(sec.offset - f.tell()))
             f.write(body)
             derived += more
-        f.write(bytes(_align(f.tell()) - f.tell()))
+        f.write(bytes(align_up(f.tell()) - f.tell()))
         f.write(derived)
         assert f.tell() == tensors_end(cfg)
         if ck.tokenizer:
-            f.write(bytes(_align(f.tell()) - f.tell()))
+            f.write(bytes(align_up(f.tell()) - f.tell()))
             f.write(ck.tokenizer)
         assert f.tell() == checkpoint_size(cfg)
     return cfg
