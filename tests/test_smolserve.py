@@ -273,8 +273,13 @@ def test_eager_fits_only_whole_reservations(served: tuple[BuildConfig, dict[str,
     if cfg.lazy:
         assert res.summary.peak_concurrent == len(work) and res.summary.queued == 0
     else:
-        assert res.summary.peak_concurrent <= res.start.free_pages // whole < len(work)
-        assert res.summary.queued > 0
+        # each admission found a whole reservation free (a worker that has exited but is
+        # not reaped yet still counts as running, so the peak itself may pass
+        # free_pages // whole), and not all six fit at once
+        admits = [e for e in res.events if e.kind == "admit"]
+        assert admits and all(e.free_pages is not None and e.free_pages >= whole
+                              for e in admits), admits
+        assert res.summary.peak_concurrent < len(work) and res.summary.queued > 0
 
 
 def test_killed_worker_is_recomputed(served: tuple[BuildConfig, dict[str, str]]) -> None:
