@@ -260,26 +260,28 @@ def test_seed32_figures_and_admission(served: tuple[BuildConfig, dict[str, str]]
 
 def test_eager_fits_only_whole_reservations(served: tuple[BuildConfig, dict[str, str]]
                                             ) -> None:
-    """Six requests of 2048 slots: eager sbrk admits only as many whole reservations as
-    free memory holds, and queues the rest; lazy sbrk with COW admits all six at once."""
+    """Six requests of 2048 slots, more than free memory holds as whole reservations: eager
+    sbrk admits a worker only when a whole reservation is free; lazy sbrk with COW admits
+    all six at once."""
     cfg, outputs = served
     if QUEUE not in outputs:
         pytest.skip(BY_DESIGN + "the queueing run is made on lazy0-cow0 and lazy1-cow1")
     res = parse_serve(outputs[QUEUE])
     work = generated(*QUEUE_ARGS)
     check_run(res, work, cfg)
-    assert res.start is not None and res.summary is not None
+    assert res.start is not None and res.summary is not None and res.memory is not None
     whole = max_kv_pages(shape(2048))
+    assert len(work) * whole > res.memory.baseline_free_pages, "six must not fit at once"
     if cfg.lazy:
         assert res.summary.peak_concurrent == len(work) and res.summary.queued == 0
     else:
-        # each admission found a whole reservation free (a worker that has exited but is
-        # not reaped yet still counts as running, so the peak itself may pass
-        # free_pages // whole), and not all six fit at once
+        # The rule, checked at each admission. Whether a later request also had to wait
+        # depends on timing: these workers generate one token, and one that finished early
+        # gives its reservation back before the next admission (the README's 32-request
+        # run, test_readme_nexos_serve_line, is the one that shows the queue).
         admits = [e for e in res.events if e.kind == "admit"]
-        assert admits and all(e.free_pages is not None and e.free_pages >= whole
-                              for e in admits), admits
-        assert res.summary.peak_concurrent < len(work) and res.summary.queued > 0
+        assert len(admits) == len(work), admits
+        assert all(e.free_pages is not None and e.free_pages >= whole for e in admits), admits
 
 
 def test_killed_worker_is_recomputed(served: tuple[BuildConfig, dict[str, str]]) -> None:
