@@ -54,6 +54,14 @@ RUNS = (
     Run("serve-queue-lazy0-cow0", 0, 0,
         "smolserve --requests 6 --max-len 2048 --long-len 1"),
     Run("serve-error-max-len-lazy1-cow1", 1, 1, "smolserve --requests 2 --max-len 1000000"),
+    Run("serve-prefix-lazy1-cow1", 1, 1,
+        "smolserve --requests 4 --max-len 64 --long-len 4 --prefix-len 8"),
+    Run("serve-prefix-lazy0-cow0", 0, 0,
+        "smolserve --requests 3 --max-len 64 --long-len 4 --prefix-len 8"),
+    Run("serve-chat-lazy1-cow1", 1, 1, "smolserve --workload /c.txt",
+        ("""echo C1 96 '"What is the capital of France?"' gen=4 > /c.txt""",
+         """echo C2 96 '"Name a colour."' gen=4 >> /c.txt""",
+         "echo T 64 1,2,3:4 gen=1 >> /c.txt")),
 )
 
 

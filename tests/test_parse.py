@@ -361,7 +361,7 @@ def serve_line(text: str, kind: str) -> str:
      'unknown smolserve line kind `memoir` (docs/smolserve.md, "Output")', "memoir"),
     (r" recomputed=0", "", "`SERVE_SUMMARY` line must have the keys requests completed "
      "peak_concurrent queued recomputed reserved_kv_pages", "SERVE_SUMMARY"),
-    (r"(\[smolserve\] admit .* used_pages=\d+)\n", r"\1 extra=1\n",
+    (r"(\[smolserve\] admit .* pagecache_pages=\d+)\n", r"\1 extra=1\n",
      "`admit` line must have the keys", "admit"),
     (r"peak_concurrent=", "peak=", "has requests completed peak queued", "SERVE_SUMMARY"),
     (r"waste_percent=(\d+)%", r"waste_percent=\1",
@@ -405,7 +405,8 @@ def test_smolserve_lines_out_of_order_or_after_an_error():
     summary = serve_line(SERVE_QUEUE, "SERVE_SUMMARY") + "\n"
     second = SERVE_PREFIX + "request id=R1 "
     moved = SERVE_QUEUE.replace(summary, "").replace(second, summary + second, 1)
-    with pytest.raises(ParseError, match="missing the `memory` line before the `request` line"):
+    with pytest.raises(ParseError,
+                       match="missing the `PREFIX_SUMMARY` line before the `request` line"):
         parse_serve(moved)
     memory = serve_line(SERVE_QUEUE, "memory") + "\n"
     with pytest.raises(ParseError, match="unexpected `memory` line after `memory`"):

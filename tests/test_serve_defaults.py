@@ -11,6 +11,7 @@ real one but the kernel.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,9 @@ from nexos.serve import (
     DEFAULT_REQUESTS,
     GUEST_WORKLOAD,
     ServeWorkload,
+    parse_workload,
     serve_workload,
+    workload_commands,
 )
 
 TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts"
@@ -180,3 +183,53 @@ def test_help_shows_the_defaults() -> None:
     text = " ".join(r.stdout.split())
     assert "32 when no workload is given" in text and "2048 when no workload is given" in text
     assert "--requests 32 --max-len 2048" in text
+
+
+# ------------------------------------------------------------------ shared prefixes
+
+def test_prefix_len_and_share_prefix_pass_through() -> None:
+    load = serve_workload(None, 4, 64, None, None, 8, False)
+    assert load.args == ["--requests", "4", "--max-len", "64", "--prefix-len", "8",
+                         "--share-prefix", "0"]
+    assert serve_workload("seed32", None, None, share_prefix=False).args == [
+        "--workload", "seed32", "--share-prefix", "0"]
+    with pytest.raises(ValueError, match="--prefix-len goes with a generated"):
+        serve_workload("w.txt", None, None, prefix_len=4)
+    with pytest.raises(ValueError, match="leaves no room in --max-len 9"):
+        serve_workload(None, 4, 9, prefix_len=8)
+
+
+def test_prefix_and_chat_lines_are_read_and_written_back() -> None:
+    text = 'A 96 1,2:3 gen=2\nB 64 "What is  the   capital?" eos\nC 8 5 gen=1\n'
+    a, b, c = parse_workload(text, "w.txt")
+    assert (a.prompt, a.prefix, a.chat) == ((1, 2, 3), 2, None)
+    assert (b.prompt, b.prefix, b.chat, b.gen) == ((), 0, "What is the capital?", None)
+    assert (c.prompt, c.prefix) == ((5,), 0)
+    assert [r.line() for r in (a, b, c)] == [
+        "A 96 1,2:3 gen=2", 'B 64 "What is the capital?" eos', "C 8 5 gen=1"]
+    assert workload_commands([b])[0] == """echo B 64 '"What is the capital?"' eos > /workload"""
+
+
+@pytest.mark.parametrize("line, why", [
+    ("A 9 1,2: gen=1", "a ':' after a shared prefix"),
+    ("A 9 :1 gen=1", "a ':' after a shared prefix"),
+    ("A 9 1:2:3 gen=1", "a ':' after a shared prefix"),
+    ('A 9 "it\'s" gen=1', "a chat message cannot hold a '"),
+    ('A 9 "" gen=1', "a chat message is 1-255 characters"),
+    ('A 9 "x" gen=1 more', "extra text after the end field"),
+])
+def test_bad_prefix_and_chat_lines_are_one_line(line: str, why: str) -> None:
+    with pytest.raises(ValueError, match=r"^w\.txt:1: .*" + re.escape(why)):
+        parse_workload(line, "w.txt")
+
+
+def test_the_table_shows_what_sharing_saved(monkeypatch: pytest.MonkeyPatch,
+                                            typed: list[str]) -> None:
+    """With a run whose requests shared a prefix, `nexos serve` adds the prefill tokens and
+    KV pages it saved (the real transcript of such a run)."""
+    text = (TRANSCRIPTS / "serve-prefix-lazy1-cow1.txt").read_text(encoding="utf-8")
+    monkeypatch.setattr(FakeShell, "run", lambda self, cmd, timeout=60.0: FakeOutput(
+        text.partition("\n")[2] if cmd.startswith("smolserve") else ""))
+    r = serve("--requests", "4", "--max-len", "64", "--prefix-len", "8")
+    assert r.exit_code == 0, r.output
+    assert "24 tok" in r.output and "saved" in r.output, r.output

@@ -42,6 +42,17 @@ QUEUE = serve_command(["--requests", "6", "--max-len", "2048", "--long-len", "1"
 FILL_ARGS = QUEUE_ARGS
 FILL = serve_command(["--requests", "6", "--max-len", "2048", "--long-len", "1",
                       "--test-fill", "1"])
+# a shared prefix: four requests beginning with the same 8 ids, then each prefilled alone
+PREFIX_ARGS = (4, 64, 4, 0, 8)  # requests, max_len, long_len, seed, prefix_len
+PREFIX_FLAGS = ["--requests", "4", "--max-len", "64", "--long-len", "4", "--prefix-len", "8"]
+PREFIX = serve_command(PREFIX_FLAGS)
+PREFIX_ALONE = serve_command([*PREFIX_FLAGS, "--share-prefix", "0"])
+# chat-style requests share the chat template's head; a token request a prefix of its own
+CHAT_FILE = ("""echo C1 96 '"What is the capital of France?"' gen=4 > /c.txt""",
+             """echo C2 96 '"Name a colour."' gen=4 >> /c.txt""",
+             "echo T 64 1,2,3:4 gen=1 >> /c.txt")
+CHAT = "smolserve --workload /c.txt"
+CHAT_ALONE = "smolserve --workload /c.txt --share-prefix 0"
 RUN_TIMEOUT = 600.0
 # one-line errors, run on lazy1-cow1 after the workloads (the file is written first)
 BAD_FILE = "echo A 16 1,x gen=2 > /bad.txt"
@@ -70,8 +81,10 @@ def seed32() -> list[Req]:
     return [Req("A", 2048, 7, 1 + 2), Req("B", 512, 3, 1 + 1)]
 
 
-def generated(n: int, max_len: int, long_len: int, seed: int) -> list[Req]:
-    """smolserve's generated workload (docs/smolserve.md "Workloads"), drawn the same way."""
+def generated(n: int, max_len: int, long_len: int, seed: int, prefix_len: int = 0
+              ) -> list[Req]:
+    """smolserve's generated workload (docs/smolserve.md "Workloads"), drawn the same way;
+    `prompt` counts the shared prefix's prefix_len ids too."""
     mask = 2**64 - 1
     st = (seed * 0x9E3779B97F4A7C15 + 1) & mask
 
@@ -85,8 +98,10 @@ def generated(n: int, max_len: int, long_len: int, seed: int) -> list[Req]:
     short = max(1, long_len // 4)
     out = []
     for i in range(n):
-        prompt = min(1 + rnd() % 4, max_len - 1)
-        for _ in range(prompt):
+        own = 1 + rnd() % 4
+        own = own if prefix_len + own < max_len else max_len - 1 - prefix_len
+        prompt = prefix_len + own
+        for _ in range(own):
             rnd()
         if rnd() % 8 == 0 and long_len > short:
             gen = short + 1 + rnd() % (long_len - short)
@@ -211,8 +226,9 @@ def boot_commands(cfg: BuildConfig) -> tuple[str, ...]:
     queueing run on lazy0-cow0 and lazy1-cow1, the fill run and the errors on lazy1-cow1.
     Every check reads one command's output, whose figures are its own (the free pages it
     starts with and ends with, checked against each other): none needs a fresh kernel."""
-    extra = {(0, 0): (QUEUE,), (1, 1): (QUEUE, FILL, BAD_FILE, *ERRORS)}
-    return (SEED32, KILLED, *extra.get((cfg.lazy, cfg.cow), ()))
+    extra = {(0, 0): (QUEUE,),
+             (1, 1): (QUEUE, FILL, BAD_FILE, *ERRORS, *CHAT_FILE, CHAT, CHAT_ALONE)}
+    return (SEED32, KILLED, PREFIX, PREFIX_ALONE, *extra.get((cfg.lazy, cfg.cow), ()))
 
 
 @pytest.fixture(scope="session")
@@ -282,6 +298,77 @@ def test_eager_fits_only_whole_reservations(served: tuple[BuildConfig, dict[str,
         admits = [e for e in res.events if e.kind == "admit"]
         assert len(admits) == len(work), admits
         assert all(e.free_pages is not None and e.free_pages >= whole for e in admits), admits
+
+
+def kv_pages(s: KvShape, lo: int, hi: int) -> set[int]:
+    """The pages (of the reservation) that rows [lo, hi) of every region touch."""
+    row = s.kv_dim * 4
+    return {p for r in range(2 * s.n_layers) for p in range(
+        (r * s.region_bytes + lo * row) // PAGE, (r * s.region_bytes + hi * row - 1) // PAGE + 1)
+        } if hi > lo else set()
+
+
+def test_shared_prefix_is_prefilled_once_and_shared_by_cow(
+        served: tuple[BuildConfig, dict[str, str]]) -> None:
+    """Four requests that begin with the same 8 ids: the server prefills them once and
+    forks every worker from that; with COW each worker shares the prefix's KV pages and
+    copies only those it writes into, without COW its fork copies them all. The answers are
+    the ones each request gets prefilled alone (docs/smolserve.md, "Shared prefixes")."""
+    cfg, outputs = served
+    work = generated(*PREFIX_ARGS)
+    shared, alone = parse_serve(outputs[PREFIX]), parse_serve(outputs[PREFIX_ALONE])
+    check_run(alone, work, cfg)
+    assert shared.error is None and shared.summary is not None
+    check_summary(shared)
+    s, n = shape(64), PREFIX_ARGS[-1]
+    mapped_set = kv_pages(s, 0, n) if cfg.lazy else set(range(max_kv_pages(s)))
+    (px,) = shared.prefixes
+    assert (px.id, px.tokens, px.requests, px.max_len, px.reserved_kv_pages,
+            px.mapped_kv_pages) == ("P0", n, len(work), 64, max_kv_pages(s), len(mapped_set))
+    for line, lone, w in zip(shared.requests, alone.requests, work, strict=True):
+        assert (line.id, line.generated, line.answer_fnv) == (lone.id, lone.generated,
+                                                              lone.answer_fnv) == (
+            w.id, w.gen, lone.answer_fnv)
+        assert (lone.prefix_tokens, lone.shared_kv_pages, lone.copied_kv_pages) == (0, 0, 0)
+        written = kv_pages(s, n, w.prompt + w.gen)
+        copied = len(written & mapped_set) if cfg.cow else len(mapped_set)
+        assert (line.prefix_tokens, line.copied_kv_pages, line.shared_kv_pages) == (
+            n, copied, len(mapped_set) - copied if cfg.cow else 0), line
+        assert line.mapped_kv_pages == len(written - mapped_set) + copied, line
+    p = shared.prefix_summary
+    assert p is not None and alone.prefix_summary is not None
+    prompts = sum(w.prompt for w in work)
+    assert (p.prefixes, p.sharing_requests, p.prefill_tokens, p.prefill_tokens_saved) == (
+        1, len(work), prompts - (len(work) - 1) * n, (len(work) - 1) * n)
+    assert alone.prefix_summary.prefill_tokens == prompts
+    assert p.prefix_kv_pages == px.mapped_kv_pages
+    assert p.shared_kv_pages == sum(r.shared_kv_pages for r in shared.requests)
+    assert p.copied_kv_pages == sum(r.copied_kv_pages for r in shared.requests)
+    assert p.kv_pages_saved == p.shared_kv_pages - p.prefix_kv_pages
+    assert (p.kv_pages_saved > 0) == bool(cfg.cow)
+    assert "usertrap" not in outputs[PREFIX] and "panic" not in outputs[PREFIX]
+
+
+def test_chat_requests_share_the_template_head(serve_runs: SharedRuns) -> None:
+    """A workload file of two chat messages and a token request with a prefix of its own:
+    two prefixes (the chat template's head, shared by both messages; 1,2,3); the same
+    answers as with --share-prefix 0."""
+    outputs = serve_runs[CONFIGS[-1].name]
+    assert isinstance(outputs, dict)
+    shared, alone = parse_serve(outputs[CHAT]), parse_serve(outputs[CHAT_ALONE])
+    assert shared.error is None and alone.error is None, outputs[CHAT]
+    check_summary(shared)
+    check_summary(alone)
+    head, own = shared.prefixes
+    assert (head.requests, own.tokens, own.requests) == (2, 3, 1)
+    c1, c2, t = shared.requests
+    assert head.tokens > 10 and c1.prefix_tokens == c2.prefix_tokens == head.tokens
+    assert t.prefix_tokens == 3 and c1.prompt > head.tokens and c2.prompt > head.tokens
+    assert [(r.prompt, r.generated, r.answer_fnv) for r in shared.requests] == [
+        (r.prompt, r.generated, r.answer_fnv) for r in alone.requests]
+    assert not alone.prefixes and all(r.prefix_tokens == 0 for r in alone.requests)
+    assert shared.prefix_summary is not None
+    assert shared.prefix_summary.prefill_tokens_saved == head.tokens
 
 
 def test_killed_worker_is_recomputed(served: tuple[BuildConfig, dict[str, str]]) -> None:

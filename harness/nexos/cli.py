@@ -27,7 +27,12 @@ from nexos.grade import (
 )
 from nexos.lab.cli import lab
 from nexos.lab.plan import LAB_CHOICES, lab_plan
-from nexos.limits import SMOLPROBE_MAX_SAMPLES, SMOLPROBE_SEQ_LEN, SMOLSERVE_MAX_REQUESTS
+from nexos.limits import (
+    SMOLPROBE_MAX_SAMPLES,
+    SMOLPROBE_SEQ_LEN,
+    SMOLSERVE_MAX_PROMPT,
+    SMOLSERVE_MAX_REQUESTS,
+)
 from nexos.model.cli import model
 from nexos.parse import ParseError, find_problems
 from nexos.qemu import QemuError, QemuSession, kill_all
@@ -588,18 +593,25 @@ def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, br
               help="The generated workload's seed (smolserve's default 0).")
 @click.option("--long-len", type=click.IntRange(1), default=None,
               help="Longest generated answer (smolserve's default 16).")
+@click.option("--prefix-len", type=click.IntRange(1, SMOLSERVE_MAX_PROMPT - 4), default=None,
+              help="Every generated prompt begins with the same K tokens, a prefix the "
+                   "server prefills once and its workers share (docs/smolserve.md).")
+@click.option("--share-prefix/--no-share-prefix", default=True, show_default=True,
+              help="Whether requests that begin with the same prefix share it; without, "
+                   "each request prefills its whole prompt alone.")
 @click.option("--cpus", type=click.IntRange(1, 8), default=2, show_default=True, help="Harts.")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
 @click.option("--timeout", type=float, default=1800.0, show_default=True)
 @mem_opt
 @nobuild_opt
 def serve(all_: bool, workload: str | None, requests: int | None, max_len: int | None,
-          seed: int | None, long_len: int | None, cpus: int, as_json: bool, timeout: float,
-          memsize: int, no_build: bool) -> None:
+          seed: int | None, long_len: int | None, prefix_len: int | None, share_prefix: bool,
+          cpus: int, as_json: bool, timeout: float, memsize: int, no_build: bool) -> None:
     """smolserve (docs/smolserve.md): how many requests run at once, per configuration.
 
     With no workload options it runs the README's: --requests 32 --max-len 2048."""
-    load, setup = serve_plan(workload, requests, max_len, seed, long_len)
+    load, setup = serve_plan(workload, requests, max_len, seed, long_len, prefix_len,
+                             share_prefix)
     configs = matrix(memsize, cpus) if all_ else [BuildConfig(0, 0, memsize, cpus),
                                                   BuildConfig(1, 1, memsize, cpus)]
     r = prepare(configs, True, no_build)
@@ -621,13 +633,15 @@ def serve(all_: bool, workload: str | None, requests: int | None, max_len: int |
 
 
 def serve_plan(workload: str | None, requests: int | None, max_len: int | None,
-               seed: int | None, long_len: int | None) -> tuple[ServeWorkload, list[str]]:
+               seed: int | None, long_len: int | None, prefix_len: int | None = None,
+               share_prefix: bool = True) -> tuple[ServeWorkload, list[str]]:
     """`nexos serve`'s workload options -> (serve.serve_workload's answer, the shell
     commands that write its workload file into the guest). A mix or a half of the options
     is an OptionError (exit 2); a bad workload file a ConfigError `<file>[:<line>]: <why>`
     (exit 1), both before anything is built."""
     try:
-        load = serve_workload(workload, requests, max_len, seed, long_len)
+        load = serve_workload(workload, requests, max_len, seed, long_len, prefix_len,
+                              share_prefix)
     except ValueError as e:
         raise OptionError(str(e)) from None
     if load.file is None:

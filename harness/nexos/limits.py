@@ -37,7 +37,7 @@ def read_defines(header: Path, names: tuple[str, ...]) -> dict[str, int]:
 _PROBE = read_defines(CHECKOUT / "user" / "smolprobe" / "smolprobe.h",
                       ("DEFAULT_SEQ_LEN", "DEFAULT_TEXT_GEN", "MAX_SAMPLES"))
 _SERVE = read_defines(CHECKOUT / "user" / "smolserve" / "smolserve.h",
-                      ("MAX_REQ", "MAX_PROMPT", "ID_LEN", "MAX_FILE"))
+                      ("MAX_REQ", "MAX_PROMPT", "ID_LEN", "MAX_FILE", "MAX_CHAT"))
 
 SMOLPROBE_SEQ_LEN = _PROBE["DEFAULT_SEQ_LEN"]   # --seq-len when none is given (capped by the model)
 SMOLPROBE_TEXT_GEN = _PROBE["DEFAULT_TEXT_GEN"]  # --gen-len of --prompt/--chat when none is given
@@ -46,3 +46,4 @@ SMOLSERVE_MAX_REQUESTS = _SERVE["MAX_REQ"]       # requests in one workload
 SMOLSERVE_MAX_PROMPT = _SERVE["MAX_PROMPT"]      # prompt tokens of one request
 SMOLSERVE_MAX_ID = _SERVE["ID_LEN"] - 1          # characters of a request id (C keeps a NUL)
 SMOLSERVE_MAX_FILE = _SERVE["MAX_FILE"]          # bytes of a workload file
+SMOLSERVE_MAX_CHAT = _SERVE["MAX_CHAT"] - 1      # characters of a chat message (and a NUL)

@@ -296,6 +296,7 @@ class ServeEvent:
     mapped_kv_pages: int | None = None
     decode_ms: int | None = None
     status: int | None = None
+    pagecache_pages: int | None = None
 
 
 @dataclass(frozen=True)
@@ -313,6 +314,38 @@ class ServeRequest:
     mapped_kv_pages: int
     needed_kv_pages: int
     attempts: int
+    prefix_tokens: int
+    shared_kv_pages: int
+    copied_kv_pages: int
+    answer_fnv: int
+
+
+@dataclass(frozen=True)
+class ServePrefix:
+    """One `prefix` line: a shared prefix the server prefilled once."""
+
+    id: str
+    tokens: int
+    requests: int
+    max_len: int
+    reserved_kv_pages: int
+    mapped_kv_pages: int
+    prefill_ms: int
+
+
+@dataclass(frozen=True)
+class PrefixSummary:
+    """The PREFIX_SUMMARY line: what sharing prefixes saved against prefilling each request
+    alone (docs/smolserve.md, "Shared prefixes")."""
+
+    prefixes: int
+    sharing_requests: int
+    prefill_tokens: int
+    prefill_tokens_saved: int
+    prefix_kv_pages: int
+    shared_kv_pages: int
+    copied_kv_pages: int
+    kv_pages_saved: int
 
 
 @dataclass(frozen=True)
@@ -350,15 +383,20 @@ class ServeResult:
     summary: ServeSummary | None
     memory: ServeMemory | None
     error: str | None
+    prefixes: tuple[ServePrefix, ...] = ()
+    prefix_summary: PrefixSummary | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
             "error": self.error,
             "start": None if self.start is None else asdict(self.start),
+            "prefixes": [asdict(p) for p in self.prefixes],
             "events": [{k: v for k, v in asdict(e).items() if v is not None}
                        for e in self.events],
             "requests": [asdict(r) for r in self.requests],
             "summary": None if self.summary is None else asdict(self.summary),
+            "prefix_summary": (None if self.prefix_summary is None
+                               else asdict(self.prefix_summary)),
             "memory": None if self.memory is None else asdict(self.memory),
         }
 

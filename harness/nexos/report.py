@@ -216,13 +216,19 @@ def write_text(path: Path, text: str) -> None:
 
 
 def serve_table(records: list[ServeRecord], command: str = "") -> Table:
-    """`nexos serve`: one row per kernel configuration (docs/smolserve.md, SERVE_SUMMARY)."""
+    """`nexos serve`: one row per kernel configuration (docs/smolserve.md, SERVE_SUMMARY);
+    when requests shared a prefix, also what that saved (PREFIX_SUMMARY)."""
     t = Table(title="smolserve: requests at once, eager vs lazy sbrk, COW off/on",
               caption=command, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
               collapse_padding=True)
+    shared = any(r.result is not None and r.result.prefix_summary is not None
+                 and r.result.prefix_summary.prefixes > 0 for r in records)
+    names = ["at\nonce", "queue\nwaits", "re-\ncomp", "done", "KV\nresvd", "KV\nmapped",
+             "waste", "peak\nMiB", "tok/s"]
+    if shared:
+        names += ["prefill\nsaved", "KV pages\nsaved"]
     t.add_column("kernel", no_wrap=True)
-    for name in ("at\nonce", "queue\nwaits", "re-\ncomp", "done", "KV\nresvd",
-                 "KV\nmapped", "waste", "peak\nMiB", "tok/s"):
+    for name in names:
         t.add_column(name, justify="right", no_wrap=True)
     t.add_column("all\nfreed", no_wrap=True)
     for rec in records:
@@ -230,14 +236,19 @@ def serve_table(records: list[ServeRecord], command: str = "") -> Table:
         s = res.summary if res is not None else None
         if res is None or s is None or res.memory is None:
             why = rec.problem or (res.error if res is not None else None) or "no summary"
-            t.add_row(rec.config, *["-"] * 9, f"[red]{why}[/red]")
+            t.add_row(rec.config, *["-"] * len(names), f"[red]{why}[/red]")
             continue
         leaked = res.memory.leaked_pages
         back = "yes" if leaked == 0 else f"[red]{leaked} lost[/red]"
-        t.add_row(rec.config, str(s.peak_concurrent), str(s.queued), str(s.recomputed),
-                  f"{s.completed}/{s.requests}", str(s.reserved_kv_pages),
-                  str(s.mapped_kv_pages), f"{s.waste_percent}%",
-                  f"{s.peak_used_pages * 4096 / 2**20:.0f}", f"{s.tokens_per_s:.1f}", back)
+        cells = [str(s.peak_concurrent), str(s.queued), str(s.recomputed),
+                 f"{s.completed}/{s.requests}", str(s.reserved_kv_pages),
+                 str(s.mapped_kv_pages), f"{s.waste_percent}%",
+                 f"{s.peak_used_pages * 4096 / 2**20:.0f}", f"{s.tokens_per_s:.1f}"]
+        if shared:
+            p = res.prefix_summary
+            cells += ["-", "-"] if p is None else [f"{p.prefill_tokens_saved} tok",
+                                                   str(p.kv_pages_saved)]
+        t.add_row(rec.config, *cells, back)
     return t
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from nexos.config import BuildConfig
+from nexos.limits import SMOLSERVE_MAX_CHAT as MAX_CHAT
 from nexos.limits import SMOLSERVE_MAX_FILE as MAX_FILE  # smolserve's limits (docs/smolserve.md)
 from nexos.limits import SMOLSERVE_MAX_ID as MAX_ID
 from nexos.limits import SMOLSERVE_MAX_PROMPT as MAX_PROMPT
@@ -62,22 +63,35 @@ GUEST_WORKLOAD = "/workload"  # where a workload file from the host is written i
 MAX_LEN_LIMIT, MAX_TOKEN_ID = 1 << 24, 10**9  # LLM_MAX_DIM; the parser's bound on an id
 _ID_RE = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID}}}")
 _NUM_RE = re.compile(r"[0-9]{1,15}")
-_PROMPT_RE = re.compile(r"[0-9]{1,10}(,[0-9]{1,10})*")
+_IDS = r"[0-9]{1,10}(,[0-9]{1,10})*"
+_PROMPT_RE = re.compile(rf"{_IDS}(:{_IDS})?")
+# a chat-style line: id max_len "message" end (the message's words one space apart)
+_CHAT_LINE_RE = re.compile(r'(\S+) +(\S+) +"([^"]*)"(.*)')
+
 
 
 @dataclass(frozen=True)
 class WorkloadRequest:
-    """One line of a workload file: `id max_len prompt gen=N|eos` (gen None: eos)."""
+    """One line of a workload file: `id max_len prompt gen=N|eos` (gen None: eos). The
+    prompt is token ids, the first `prefix` of them a prefix that other requests may
+    share, or a chat message (`chat`; `prompt` then empty: smolserve makes it)."""
 
     id: str
     max_len: int
     prompt: tuple[int, ...]
     gen: int | None
+    prefix: int = 0
+    chat: str | None = None
 
     def line(self) -> str:
         """The line as smolserve reads it, fields one space apart."""
         end = "eos" if self.gen is None else f"gen={self.gen}"
-        return f"{self.id} {self.max_len} {','.join(map(str, self.prompt))} {end}"
+        if self.chat is not None:
+            return f'{self.id} {self.max_len} "{self.chat}" {end}'
+        ids = [str(t) for t in self.prompt]
+        if self.prefix:
+            ids = [",".join(ids[:self.prefix]) + ":" + ",".join(ids[self.prefix:])]
+        return f"{self.id} {self.max_len} {','.join(ids)} {end}"
 
 
 @dataclass(frozen=True)
@@ -92,7 +106,24 @@ class ServeWorkload:
     note: str | None = None
 
 
-def _request(fields: list[str], where: str) -> WorkloadRequest:
+def _chat_message(raw: str, where: str) -> tuple[list[str], str | None]:
+    """A line's fields, with a chat message ("...", spaces allowed) as one field, and the
+    message (None for a line of token ids). ValueError for a message smolserve or the
+    NexOS shell would refuse."""
+    m = _CHAT_LINE_RE.fullmatch(raw.strip())
+    if m is None:
+        return [f for f in raw.split(" ") if f], None
+    words = m[3].split()
+    message = " ".join(words)
+    if not message or len(message) > MAX_CHAT:
+        raise ValueError(f'{where}: a chat message is 1-{MAX_CHAT} characters between two \'"\'')
+    if "'" in message:
+        raise ValueError(f"{where}: a chat message cannot hold a ' (the NexOS shell writes "
+                         "it into the guest between two ')")
+    return [m[1], m[2], f'"{message}"', *m[4].split()], message
+
+
+def _request(fields: list[str], chat: str | None, where: str) -> WorkloadRequest:
     """One request line's fields -> a WorkloadRequest; ValueError `<where>: <why>` with
     smolserve's own reasons (user/smolserve/workload.c, parse_line)."""
     expected = "expected: id max_len prompt gen=N|eos"
@@ -106,11 +137,12 @@ def _request(fields: list[str], where: str) -> WorkloadRequest:
     rid, max_len, prompt, end = fields
     if not _NUM_RE.fullmatch(max_len) or not 1 <= int(max_len) <= MAX_LEN_LIMIT:
         raise ValueError(f"{where}: max_len must be a number from 1 to {MAX_LEN_LIMIT}")
-    ids = prompt.split(",")
-    if (not _PROMPT_RE.fullmatch(prompt) or len(ids) > MAX_PROMPT
-            or max(int(t) for t in ids) > MAX_TOKEN_ID):
+    shared, _, own = prompt.rpartition(":")
+    ids = (shared.split(",") if shared else []) + own.split(",")
+    if chat is None and (not _PROMPT_RE.fullmatch(prompt) or len(ids) > MAX_PROMPT
+                         or max(int(t) for t in ids) > MAX_TOKEN_ID):
         raise ValueError(f"{where}: the prompt must be 1-{MAX_PROMPT} comma-separated "
-                         "token ids")
+                         "token ids, a ':' after a shared prefix")
     gen: int | None = None
     if end != "eos":
         n = end.removeprefix("gen=")
@@ -119,10 +151,13 @@ def _request(fields: list[str], where: str) -> WorkloadRequest:
         if not _NUM_RE.fullmatch(n) or int(n) > MAX_LEN_LIMIT:
             raise ValueError(f"{where}: gen=N needs a number N >= 0")
         gen = int(n)
+    if chat is not None:   # its tokens are the model's to count
+        return WorkloadRequest(rid, int(max_len), (), gen, chat=chat)
     if len(ids) + (gen or 0) > int(max_len):
         raise ValueError(f"{where}: prompt ({len(ids)}) + generated ({gen or 0}) exceeds "
                          f"max_len {max_len}")
-    return WorkloadRequest(rid, int(max_len), tuple(int(t) for t in ids), gen)
+    return WorkloadRequest(rid, int(max_len), tuple(int(t) for t in ids), gen,
+                           len(shared.split(",")) if shared else 0)
 
 
 def parse_workload(text: str, name: str) -> list[WorkloadRequest]:
@@ -132,14 +167,15 @@ def parse_workload(text: str, name: str) -> list[WorkloadRequest]:
     out: list[WorkloadRequest] = []
     seen: set[str] = set()
     for n, raw in enumerate(text.split("\n"), 1):
-        fields = raw.rstrip("\r").replace("\t", " ").split(" ")
-        fields = [f for f in fields if f]
-        if not fields or fields[0].startswith("#"):
+        line = raw.rstrip("\r").replace("\t", " ")
+        first = line.split()
+        if not first or first[0].startswith("#"):
             continue
         where = f"{name}:{n}"
         if len(out) == MAX_REQUESTS:
             raise ValueError(f"{where}: more than {MAX_REQUESTS} requests")
-        req = _request(fields, where)
+        fields, chat = _chat_message(line, where)
+        req = _request(fields, chat, where)
         if req.id in seen:
             raise ValueError(f"{where}: two requests with the same id {req.id}")
         seen.add(req.id)
@@ -177,20 +213,32 @@ def read_workload(path: str | Path) -> list[WorkloadRequest]:
 def workload_commands(requests: Sequence[WorkloadRequest], dest: str = GUEST_WORKLOAD
                       ) -> list[str]:
     """NexOS shell commands that write `requests` to `dest` in the guest, a line each (the
-    first truncates the file). The words are ids, numbers and `gen=`: no quoting needed."""
-    return [f"echo {r.line()} {'>' if i == 0 else '>>'} {dest}"
+    first truncates the file). The words are ids, numbers and `gen=`, which need no
+    quoting; a chat message with its two " goes between two ' (the shell's quotes)."""
+    def words(r: WorkloadRequest) -> str:
+        line = r.line()
+        if r.chat is None:
+            return line
+        head, _, tail = line.partition(' "')
+        message, _, end = tail.rpartition('" ')
+        return f"""{head} '"{message}"' {end}"""
+    return [f"echo {words(r)} {'>' if i == 0 else '>>'} {dest}"
             for i, r in enumerate(requests)]
 
 
 def serve_workload(workload: str | None, requests: int | None, max_len: int | None,
-                   seed: int | None = None, long_len: int | None = None) -> ServeWorkload:
+                   seed: int | None = None, long_len: int | None = None,
+                   prefix_len: int | None = None, share_prefix: bool = True) -> ServeWorkload:
     """Resolve `nexos serve`'s workload options (None: not given): a built-in workload
     (seed32), a workload file on the host (not read here: see ServeWorkload.file), or a
-    generated one (both --requests and --max-len; --seed and --long-len go only with it).
-    None of them: the README's generated workload, DEFAULT_REQUESTS x DEFAULT_MAX_LEN, with
-    a note saying so. ValueError (a user mistake) for a mix or a half of them."""
+    generated one (both --requests and --max-len; --seed, --long-len and --prefix-len go
+    only with it). None of them: the README's generated workload, DEFAULT_REQUESTS x
+    DEFAULT_MAX_LEN, with a note saying so. ValueError (a user mistake) for a mix or a half
+    of them. share_prefix False passes `--share-prefix 0` (each request prefilled alone)."""
     generated = requests is not None or max_len is not None
-    tuning = [f for f, v in (("--seed", seed), ("--long-len", long_len)) if v is not None]
+    tuning = [f for f, v in (("--seed", seed), ("--long-len", long_len),
+                             ("--prefix-len", prefix_len)) if v is not None]
+    sharing = [] if share_prefix else ["--share-prefix", "0"]
     if workload is not None:
         if generated:
             raise ValueError("give --workload or --requests/--max-len, not both")
@@ -199,8 +247,8 @@ def serve_workload(workload: str | None, requests: int | None, max_len: int | No
             raise ValueError(f"{' and '.join(tuning)} {verb} with a generated workload "
                              "(--requests/--max-len), not with --workload")
         if workload in BUILTIN_WORKLOADS:
-            return ServeWorkload(["--workload", workload])
-        return ServeWorkload(["--workload", GUEST_WORKLOAD], Path(workload))
+            return ServeWorkload(["--workload", workload, *sharing])
+        return ServeWorkload(["--workload", GUEST_WORKLOAD, *sharing], Path(workload))
     note = None
     if not generated:
         requests, max_len = DEFAULT_REQUESTS, DEFAULT_MAX_LEN
@@ -217,7 +265,12 @@ def serve_workload(workload: str | None, requests: int | None, max_len: int | No
         args += ["--seed", str(seed)]
     if long_len is not None:
         args += ["--long-len", str(long_len)]
-    return ServeWorkload(args, None, note)
+    if prefix_len is not None:
+        if prefix_len >= max_len - 1:
+            raise ValueError(f"--prefix-len {prefix_len} leaves no room in --max-len {max_len} "
+                             "for a token of each request's own and one generated")
+        args += ["--prefix-len", str(prefix_len)]
+    return ServeWorkload(args + sharing, None, note)
 
 
 def serve_command(args: Sequence[str]) -> str:

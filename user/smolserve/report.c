@@ -1,4 +1,4 @@
-// smolserve's queue, finish, request, SERVE_SUMMARY and memory lines
+// smolserve's queue, finish, request, SERVE_SUMMARY, PREFIX_SUMMARY and memory lines
 // (docs/smolserve.md, "Output").
 #include "user/smolserve/smolserve.h"
 
@@ -41,7 +41,36 @@ pct(long a, long b)
   return b > 0 ? 100 * a / b : 0;
 }
 
-// The request lines (workload order), SERVE_SUMMARY and the memory line.
+// PREFIX_SUMMARY: what the shared prefixes saved against prefilling each request alone.
+// Prefill tokens: the prefixes' once, then each request's own. KV pages: a worker uses
+// the prefix pages it still shares without holding them; the prefixes' own pages are the
+// price (so without COW the saving is negative: every worker copied its prefix).
+static void
+print_prefix_summary(const struct server *sv)
+{
+  long prefill = 0, saved = 0, shared = 0, copied = 0, held = 0;
+  int sharing = 0;
+  for(int g = 0; g < sv->npx; g++){
+    prefill += sv->px[g].n;
+    saved -= sv->px[g].n;
+    held += sv->px[g].mapped_pages;
+  }
+  for(int i = 0; i < sv->n; i++){
+    const struct request *r = &sv->rq[i];
+    int reused = r->prefix >= 0 ? sv->px[r->prefix].n : 0;
+    prefill += r->n_prompt - reused;
+    saved += reused;
+    sharing += r->prefix >= 0;
+    shared += r->shared_kv;
+    copied += r->copied_kv;
+  }
+  printf("[smolserve] PREFIX_SUMMARY prefixes=%d sharing_requests=%d prefill_tokens=%ld "
+         "prefill_tokens_saved=%ld prefix_kv_pages=%ld shared_kv_pages=%ld copied_kv_pages=%ld "
+         "kv_pages_saved=%ld\n", sv->npx, sharing, prefill, saved, held, shared, copied,
+         shared - held);
+}
+
+// The request lines (workload order), SERVE_SUMMARY, PREFIX_SUMMARY and the memory line.
 void
 print_summary(struct server *sv)
 {
@@ -54,9 +83,11 @@ print_summary(struct server *sv)
     long need = kv_distinct_pages(&kl, (int)used);
     printf("[smolserve] request id=%s max_len=%d prompt=%d generated=%ld reserved_slots=%d "
            "used_slots=%ld internal_waste_slots=%ld reserved_kv_pages=%ld mapped_kv_pages=%ld "
-           "needed_kv_pages=%ld attempts=%d\n", r->id, r->max_len, r->n_prompt, r->generated,
-           r->max_len, used, r->max_len - used, r->reserved_pages, r->mapped_pages, need,
-           r->attempts);
+           "needed_kv_pages=%ld attempts=%d prefix_tokens=%d shared_kv_pages=%ld "
+           "copied_kv_pages=%ld answer_fnv=%u\n", r->id, r->max_len, r->n_prompt,
+           r->generated, r->max_len, used, r->max_len - used, r->reserved_pages,
+           r->mapped_pages, need, r->attempts, r->prefix >= 0 ? sv->px[r->prefix].n : 0,
+           r->shared_kv, r->copied_kv, r->answer_fnv);
     reserved += r->reserved_pages;
     mapped += r->mapped_pages;
     needed += need;
@@ -71,6 +102,7 @@ print_summary(struct server *sv)
          sv->waited, sv->recomputed, reserved, mapped,
          pct(mapped - needed > 0 ? mapped - needed : 0, mapped), sv->peak_used,
          tps10 / 10, tps10 % 10);
+  print_prefix_summary(sv);
   long free;
   snapshot(sv, &free);
   printf("[smolserve] memory baseline_free_pages=%ld final_free_pages=%ld leaked_pages=%ld\n",

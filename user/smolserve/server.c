@@ -24,13 +24,16 @@ t_ms(const struct server *sv)
 }
 
 // Pages admitting request r is expected to take now: the latest fork's cost (as its worker
-// saw it: its page tables, and with a copying fork every page it has) plus r's
-// reservation at the ratio the latest reservation was mapped at (0 under lazy sbrk).
+// saw it: its page tables, and with a copying fork every page it has) plus, unless r
+// appends to a shared prefix's reservation, its own reservation at the ratio the latest
+// one was mapped at (0 under lazy sbrk).
 static long
 est_pages(const struct server *sv, const struct request *r)
 {
-  if(!sv->measured || sv->last_reserved == 0)
+  if(!sv->measured)
     return 0;
+  if(r->prefix >= 0 || sv->last_reserved == 0)
+    return sv->last_fork;
   struct kv_layout kl;
   plan_kv(sv, r->max_len, &kl);
   return sv->last_fork + (sv->last_mapped * kl.max_pages + sv->last_reserved - 1) / sv->last_reserved;
@@ -105,10 +108,12 @@ start(struct server *sv, int i, long free, long est, long wm)
   r->reserve_mapped = m.mapped;
   struct kv_layout kl;
   plan_kv(sv, r->max_len, &kl);
-  r->reserved_pages = kl.max_pages;
+  r->reserved_pages = r->prefix >= 0 ? sv->px[r->prefix].kl.max_pages : kl.max_pages;
   sv->last_fork = r->fork_pages;
-  sv->last_mapped = m.mapped;
-  sv->last_reserved = r->reserved_pages;
+  if(r->prefix < 0){                           // a reservation of its own: its ratio
+    sv->last_mapped = m.mapped;
+    sv->last_reserved = r->reserved_pages;
+  }
   sv->measured = 1;
   sv->running++;
   if(sv->running > sv->peak)
@@ -116,10 +121,13 @@ start(struct server *sv, int i, long free, long est, long wm)
   if(sv->first_admit == 0)
     sv->first_admit = clock_us();
   long used = snapshot(sv, 0);
+  struct memstat ms;
+  memstat(&ms);
   printf("[smolserve] admit id=%s attempt=%d t_ms=%ld running=%d queued=%d free_pages=%ld "
          "est_pages=%ld watermark_pages=%ld fork_pages=%ld reserve_mapped_pages=%ld "
-         "reserved_kv_pages=%ld used_pages=%ld\n", r->id, r->attempts, t_ms(sv), sv->running,
-         sv->qlen, free, est, wm, r->fork_pages, m.mapped, r->reserved_pages, used);
+         "reserved_kv_pages=%ld used_pages=%ld pagecache_pages=%lu\n", r->id, r->attempts,
+         t_ms(sv), sv->running, sv->qlen, free, est, wm, r->fork_pages, m.mapped,
+         r->reserved_pages, used, ms.pagecache_pages);
   return 0;
 }
 
@@ -175,6 +183,9 @@ drain_until(struct server *sv, struct request *r)
     q->generated = m.generated;
     q->mapped_pages = m.mapped;
     q->decode_us = m.decode_us;
+    q->shared_kv = m.shared_kv;
+    q->copied_kv = m.copied_kv;
+    q->answer_fnv = (uint)m.answer_fnv;
   }
 }
 
@@ -248,30 +259,36 @@ check_workload(struct server *sv)
               "max_len %d\n", r->id, r->n_prompt, r->gen, r->max_len);
       exit(1);
     }
-    if(r->gen < 0 && sv->eos[0] < 0)
-      llm_die("this model has no tokenizer, so no eos: request ends at eos: ", r->id);
     if(r->max_len > longest)
       longest = r->max_len;
   }
   return longest;
 }
 
-// The model's eos ids, if it has a tokenizer and the workload needs them.
+// The model's eos ids, if the workload needs them, and the prompts of chat-style requests:
+// both from the model's tokenizer.
 static void
-find_eos(struct server *sv)
+use_tokenizer(struct server *sv)
 {
   static struct tokenizer tok;
   sv->eos[0] = sv->eos[1] = -1;
-  int need = 0;
-  for(int i = 0; i < sv->n; i++)
-    need |= sv->rq[i].gen < 0;
-  if(!need || sv->mo.tok_blob == 0)
+  int eos = 0, chat = 0;
+  for(int i = 0; i < sv->n; i++){
+    eos |= sv->rq[i].gen < 0;
+    chat |= sv->rq[i].chat[0] != 0;
+  }
+  if(!eos && !chat)
     return;
+  if(sv->mo.tok_blob == 0)
+    llm_die(chat ? "this model has no tokenizer, so no chat template: a request is chat-style"
+                 : "this model has no tokenizer, so no eos: a request ends at eos", "");
   const char *err = tok_load(&tok, sv->mo.tok_blob, sv->mo.tok_size);
   if(err)
     llm_die("model: tokenizer: ", err);
   sv->eos[0] = tok.eos;
   sv->eos[1] = tok.im_end;
+  if(chat)
+    make_chat_prompts(sv, &tok);
 }
 
 // Load, check, allocate and touch everything; the baseline snapshot; then serve every
@@ -281,14 +298,17 @@ serve(struct server *sv, const char *model, const char *name)
 {
   uint64 t0 = clock_us();
   load_model(model, &sv->mo);
-  find_eos(sv);
+  use_tokenizer(sv);
   int longest = check_workload(sv);
+  group_prefixes(sv);
   sv->s.seq_len = longest;
   alloc_state(&sv->mo.c, &sv->s, &sv->probs);
   sv->tok = llm_malloc((uint64)longest * sizeof(int), "tokens");
   memset(sv->tok, 0, longest * sizeof(int));
   if(pipe(sv->rep) < 0)
     llm_die("pipe failed", "");
+  printf("[smolserve] workload name=%s requests=%d longest_max_len=%d\n", name, sv->n, longest);
+  prefill_prefixes(sv);                          // before the baseline: held to the end
   if(kv_align_break() < 0)                       // workers' reservations start on a page
     llm_die("out of memory aligning the KV reservations", "");
   struct memstat m;
@@ -301,7 +321,6 @@ serve(struct server *sv, const char *model, const char *name)
   sv->wm_base = m.total_pages / WATERMARK_DIV;
   sv->grow_pages = (GROW_SLOTS * slot.bytes + PGSIZE - 1) / PGSIZE;
   snapshot(sv, 0);
-  printf("[smolserve] workload name=%s requests=%d longest_max_len=%d\n", name, sv->n, longest);
   printf("[smolserve] start lazy_alloc=%d cow_alloc=%d ncpu=%d total_pages=%ld free_pages=%ld "
          "kv_bytes_per_slot=%lu watermark_base_pages=%ld grow_pages=%ld load_ms=%lu\n",
          m.lazy_alloc, m.cow_alloc, m.ncpu, (long)m.total_pages, (long)m.free_pages,

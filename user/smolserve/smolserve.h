@@ -13,8 +13,8 @@
 // finished (out of memory, or the --test-kill hook) is run again later (recompute).
 // Every line it prints is in docs/smolserve.md.
 //
-// One file a job: workload.c reads the workload, worker.c is the worker process, server.c
-// admits and reaps, report.c prints the summary lines, main.c is the command line. The
+// One file a job: workload.c reads the workload, prefix.c finds and prefills the shared
+// prefixes, worker.c is the worker process, server.c admits and reaps, report.c prints the summary lines, main.c is the command line. The
 // KV layout (and its page counts) is the model library's, user/llm/kv.h.
 #include "kernel/types.h"
 #include "kernel/stat.h"
@@ -29,7 +29,9 @@
 #define PGSIZE 4096
 #define DEFAULT_MODEL "/model.bin"
 #define MAX_REQ 64            // requests in one workload
-#define MAX_PROMPT 64         // prompt tokens of one request
+#define MAX_PROMPT 128        // prompt tokens of one request, its shared prefix included
+#define MAX_PREFIX 8          // distinct shared prefixes in one workload
+#define MAX_CHAT 256          // longest user message of a chat-style request
 #define ID_LEN 16             // longest request id, with its terminator
 #define MAX_WORKERS 48        // live workers (NPROC is 64: init, sh, the server, slack)
 #define MAX_ATTEMPTS 4        // a request killed this often is an error
@@ -45,6 +47,9 @@ struct request {
   int max_len;          // slots it reserves (its KV cache is for max_len positions)
   int n_prompt;
   int prompt[MAX_PROMPT];
+  int n_prefix;         // its first n_prefix prompt tokens are a prefix others may share
+  int prefix;           // the shared prefix (server.px) it is forked from, or -1
+  char chat[MAX_CHAT];  // a chat-style request's user message (prompt made at load), or ""
   int gen;              // tokens to generate, or -1: until the model's eos (within max_len)
   int state;            // QUEUED ... DONE
   int attempts;         // workers started for it
@@ -55,6 +60,23 @@ struct request {
   int done_msg;         // the worker's DONE report arrived
   long fork_pages, reserve_mapped, reserved_pages;
   long generated, mapped_pages, decode_us;
+  long shared_kv, copied_kv;   // prefix KV pages it used without a copy, and copied
+  uint answer_fnv;      // FNV-1a of the generated token ids: equal answers, equal hashes
+};
+
+// A prefix that requests share: the server feeds its tokens once, at positions 0..n-1,
+// into a KV reservation of its own for the longest max_len of those requests, and never
+// writes it again. Each of their workers is forked from the server and appends to it, in
+// that layout (docs/smolserve.md, "Shared prefixes").
+struct prefix {
+  int first;            // the request whose prompt begins with the prefix's tokens
+  int n;                // its tokens
+  int users;            // the requests that share it
+  int max_len;          // the longest max_len among them: the reservation's rows
+  struct kv_layout kl;
+  char *base;           // the reservation (the server's, until it exits)
+  long mapped_pages;    // pages of it mapped after the prefill
+  uint64 prefill_us;
 };
 
 // One report of a worker on a pipe (written with one write(): atomic, it fits the pipe).
@@ -64,10 +86,13 @@ struct msg {
   int req;              // index of the request
   int pid;
   int pad;
-  long mapped;          // RESERVED: mapped pages the sbrk added; DONE: since before the sbrk
+  long mapped;          // RESERVED: mapped pages the sbrk added; DONE: KV pages of its own
   long fork_pages;      // RESERVED: pages the fork took (page tables; COW_ALLOC=0: copies)
   long generated;       // DONE: tokens generated
   long decode_us;       // DONE
+  long shared_kv;       // DONE: the prefix's KV pages it still shares (COW_ALLOC=1)
+  long copied_kv;       // DONE: the prefix's KV pages copied for it
+  uint64 answer_fnv;    // DONE
 };
 
 // What the server owns; the workers inherit it with fork.
@@ -81,6 +106,9 @@ struct server {
   int eos[2];           // the model's end-of-sequence ids (-1: none)
   int kill_req;         // --test-kill: index + 1 of the request whose first worker dies
   int fill;             // --test-fill: first attempts write their whole reservation
+  int share;            // --share-prefix: requests with the same prefix share it (default 1)
+  struct prefix px[MAX_PREFIX];
+  int npx;
   int rep[2];           // every worker's DONE report (read end kept by the server)
   int queue[MAX_REQ];   // request indices waiting, in order
   int qlen;
@@ -96,13 +124,19 @@ struct server {
 
 // workload.c
 int seed32_workload(struct request *rq);
-int generate_workload(struct request *rq, int n, int max_len, int long_len, uint64 seed);
+int generate_workload(struct request *rq, int n, int max_len, int long_len, int prefix_len,
+                      uint64 seed);
 int load_workload(const char *path, struct request *rq);
 long read_number(const char **p, long hi);
 
 // worker.c
 void plan_kv(const struct server *sv, int max_len, struct kv_layout *kl);
 void worker(struct server *sv, int i, int ack);
+
+// prefix.c
+void make_chat_prompts(struct server *sv, struct tokenizer *tok);
+void group_prefixes(struct server *sv);
+void prefill_prefixes(struct server *sv);
 
 // server.c
 long snapshot(struct server *sv, long *free_out);

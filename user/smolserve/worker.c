@@ -17,56 +17,73 @@ is_eos(const struct server *sv, int tok)
   return tok == sv->eos[0] || tok == sv->eos[1];
 }
 
-// Feed the prompt, then each generated token (greedy), into positions 0, 1, ...: gen
-// tokens, or until the eos (which is fed too) within max_len. Every generated token is
-// fed, so P + generated K/V rows are written. Returns the tokens generated.
+// Feed the prompt from position from (the shared prefix's rows before it are there),
+// then each generated token (greedy): gen tokens, or until the eos (which is fed too)
+// within max_len. Every generated token is fed, so P + generated K/V rows are written.
+// Returns the tokens generated; *fnv gets the FNV-1a hash of their ids.
 static int
-generate(struct server *sv, const struct request *r)
+generate(struct server *sv, const struct request *r, int from, uint64 *fnv)
 {
   struct sampler sp;
   int P = r->n_prompt, limit = r->gen >= 0 ? P + r->gen : r->max_len, n = P;
   sampler_init(&sp, 0.0f, 1, sv->probs, sv->mo.c.vocab_size);
   memcpy(sv->tok, r->prompt, P * sizeof(int));
-  for(int pos = 0; pos < n; pos++){
+  for(int pos = from; pos < n; pos++){
     int more = pos == n - 1 && n < limit && !(r->gen < 0 && n > P && is_eos(sv, sv->tok[n - 1]));
     forward(&sv->mo, &sv->s, sv->tok[pos], pos, more);
     if(more)
       sv->tok[n++] = sample(&sp, sv->s.logits);
   }
+  uint h = 2166136261U;
+  for(const uchar *b = (const uchar *)(sv->tok + P); b < (const uchar *)(sv->tok + n); b++)
+    h = (h ^ *b) * 16777619U;
+  *fnv = h;
   return n - P;
 }
 
-// A forked worker for request i (never returns): reserve the KV cache with one sbrk,
-// report on ack (then close it), generate, report on the shared pipe, exit 0. A failed
-// sbrk (eager: not enough memory) is reported as MSG_NORESERVE and the worker exits.
+// Store to every page of [p, p + len): under COW the process takes its copies now.
+static void
+own_pages(void *p, uint64 len)
+{
+  volatile char *c = p;
+  for(uint64 off = 0; off < len; off += PGSIZE)
+    c[off] = c[off];
+  if(len)
+    c[len - 1] = c[len - 1];
+}
+
+// A forked worker for request i (never returns): reserve the KV cache with one sbrk (or,
+// for a request that shares a prefix, take the prefix's reservation as inherited), report
+// on ack (then close it), generate, report on the shared pipe, exit 0. A failed sbrk
+// (eager: not enough memory) is reported as MSG_NORESERVE and the worker exits.
 void
 worker(struct server *sv, int i, int ack)
 {
   struct request *r = &sv->rq[i];
+  struct prefix *px = r->prefix >= 0 ? &sv->px[r->prefix] : 0;
   struct memstat m0, m1, m2;
   struct msg m;
-  volatile char *own = (volatile char *)sv;
   // Store to every page of the server's struct first: under COW the worker takes the
   // copies, so the server, which writes it all the time, finds its pages its own again
   // and needs no free page for them when memory runs out.
-  for(uint64 off = 0; off < sizeof(*sv); off += PGSIZE)
-    own[off] = own[off];
-  own[sizeof(*sv) - 1] = own[sizeof(*sv) - 1];
+  own_pages(sv, sizeof(*sv));
   for(int fd = 3; fd < NOFILE; fd++)
     if(fd != ack && fd != sv->rep[1])
       close(fd);
   memset(&m, 0, sizeof(m));
   m.req = i;
   m.pid = getpid();
-  sv->s.seq_len = r->max_len;
   struct kv_layout kl;
-  plan_kv(sv, r->max_len, &kl);
-  uint64 bytes = kl.bytes;
+  if(px)
+    kl = px->kl;
+  else
+    plan_kv(sv, r->max_len, &kl);
+  sv->s.seq_len = kl.seq_len;
   memstat(&m0);
   // an eager fork copies the anonymous pages; the mapped model's pages it shares
   m.fork_pages = (long)m0.pt_pages +
                  (m0.cow_alloc ? 0 : (long)m0.mapped_pages - (long)m0.file_pages);
-  char *base = sbrk((int)bytes);
+  char *base = px ? px->base : sbrk((int)kl.bytes);
   memstat(&m1);
   m.kind = base == (char *)-1 ? MSG_NORESERVE : MSG_RESERVED;
   m.mapped = (long)m1.mapped_pages - (long)m0.mapped_pages;
@@ -76,15 +93,27 @@ worker(struct server *sv, int i, int ack)
   if(sv->kill_req == i + 1 && r->attempts == 1)
     kill(getpid());                            // test hook: die as the kernel kills
   if(sv->fill && r->attempts == 1)             // test hook: grow as a long answer would
-    for(uint64 off = 0; off < bytes; off += PGSIZE)
+    for(uint64 off = 0; off < kl.bytes; off += PGSIZE)
       base[off] = 0;
   kv_place(&kl, base, &sv->s.key_cache, &sv->s.value_cache);
+  // What generating writes besides the KV cache, copied now: the COW copies counted
+  // below are then the prefix's KV pages this request writes into.
+  for(int k = 0; k < sv->s.nscratch; k++)
+    own_pages((void *)sv->s.scratch[k].p, sv->s.scratch[k].len);
+  own_pages(sv->tok, (uint64)kl.seq_len * sizeof(int));
+  memstat(&m1);
   uint64 t = clock_us();
-  m.generated = generate(sv, r);
+  m.generated = generate(sv, r, px ? px->n : 0, &m.answer_fnv);
   m.decode_us = clock_us() - t;
   memstat(&m2);
   m.kind = MSG_DONE;
   m.mapped = (long)m2.mapped_pages - (long)m0.mapped_pages;
+  if(px){       // its own KV pages: those it mapped, and the prefix's it copied
+    long copies = (long)m2.cow_copies - (long)m1.cow_copies;
+    m.copied_kv = m0.cow_alloc ? copies : px->mapped_pages;
+    m.shared_kv = m0.cow_alloc ? px->mapped_pages - copies : 0;
+    m.mapped += m.copied_kv;
+  }
   if(write(sv->rep[1], &m, sizeof(m)) != sizeof(m))
     exit(1);
   exit(0);

@@ -48,23 +48,31 @@ rnd(uint64 *st)
 
 // n requests R0..R<n-1> of max_len slots: prompts of 1..4 ids in [1, 1000]; 7 in 8
 // generate a short answer (1..max(1, long_len/4) tokens), 1 in 8 a long one (up to
-// long_len), always within max_len. docs/smolserve.md gives the distribution.
+// long_len), always within max_len. With prefix_len > 0 every prompt begins with the same
+// prefix_len ids in [1, 1000], drawn from a second coin so that the rest is drawn as
+// without one. docs/smolserve.md gives the distribution.
 int
-generate_workload(struct request *rq, int n, int max_len, int long_len, uint64 seed)
+generate_workload(struct request *rq, int n, int max_len, int long_len, int prefix_len,
+                  uint64 seed)
 {
-  uint64 st = seed * 0x9E3779B97F4A7C15UL + 1;
-  int short_len = long_len / 4 > 1 ? long_len / 4 : 1;
+  uint64 st = seed * 0x9E3779B97F4A7C15UL + 1, pst = st ^ 0x5DEECE66DUL;
+  int short_len = long_len / 4 > 1 ? long_len / 4 : 1, shared[MAX_PROMPT];
+  for(int t = 0; t < prefix_len; t++)
+    shared[t] = 1 + rnd(&pst) % 1000;
   for(int i = 0; i < n; i++){
     struct request *r = &rq[i];
     char id[ID_LEN];
     int len = snprintf(id, ID_LEN, "R%d", i);
     set_id(r->id, id, len);
     r->max_len = max_len;
-    r->n_prompt = 1 + rnd(&st) % 4;
-    if(r->n_prompt >= max_len)
-      r->n_prompt = max_len - 1;
-    for(int t = 0; t < r->n_prompt; t++)
-      r->prompt[t] = 1 + rnd(&st) % 1000;
+    int own = 1 + rnd(&st) % 4;
+    if(prefix_len + own >= max_len)
+      own = max_len - 1 - prefix_len;
+    memmove(r->prompt, shared, prefix_len * sizeof(int));
+    r->n_prefix = prefix_len;
+    r->n_prompt = prefix_len + (own > 0 ? own : 0);
+    for(int t = 0; t < own; t++)
+      r->prompt[prefix_len + t] = 1 + rnd(&st) % 1000;
     if(rnd(&st) % 8 == 0 && long_len > short_len)
       r->gen = short_len + 1 + rnd(&st) % (long_len - short_len);
     else
@@ -108,12 +116,57 @@ field(const char **p, const char *end, const char **f, int *n)
   return *n > 0;
 }
 
-// Parse one line "id max_len prompt end" (prompt: comma-separated ids; end: gen=N or eos).
+// The token ids of a prompt field "a,b,c" or "a,b:c,d" (the ids before ':' a prefix that
+// other requests may share) into r; 0 unless 1..MAX_PROMPT ids, at least one after ':'.
+static int
+parse_ids(const char *f, int n, struct request *r)
+{
+  const char *q = f;
+  r->n_prompt = r->n_prefix = 0;
+  while(q < f + n){
+    long t = read_number(&q, 1000000000L);
+    if(t < 0 || r->n_prompt == MAX_PROMPT)
+      return 0;
+    r->prompt[r->n_prompt++] = t;
+    if(q < f + n && *q == ':' && r->n_prefix == 0)
+      r->n_prefix = r->n_prompt;
+    else if(q < f + n && *q != ',')
+      return 0;
+    if(q < f + n && ++q == f + n)
+      return 0;                                 // a trailing ',' or ':'
+  }
+  return r->n_prompt > r->n_prefix;
+}
+
+// A chat-style prompt field: "message" (spaces allowed, no '"' inside), whose prompt is
+// made at load with the model's chat template; sets *s past it. 0 if it is not one.
+static int
+parse_chat(const char **s, const char *end, struct request *r)
+{
+  while(*s < end && (**s == ' ' || **s == '\t'))
+    (*s)++;
+  if(*s == end || **s != '"')
+    return 0;
+  const char *f = ++*s;
+  while(*s < end && **s != '"')
+    (*s)++;
+  int n = *s - f;
+  if(*s == end || n == 0 || n >= MAX_CHAT)
+    return -1;
+  (*s)++;
+  memmove(r->chat, f, n);
+  r->chat[n] = 0;
+  r->n_prompt = r->n_prefix = 0;
+  return 1;
+}
+
+// Parse one line "id max_len prompt end" (prompt: comma-separated ids, a ':' after a
+// shared prefix, or a "chat message"; end: gen=N or eos).
 static void
 parse_line(const char *file, int ln, const char *s, const char *end, struct request *r)
 {
   const char *f, *q;
-  int n;
+  int n, chat;
   char num[16];
   if(!field(&s, end, &f, &n) || !set_id(r->id, f, n))
     bad_line(file, ln, "the id must be 1-15 characters of A-Z a-z 0-9 _ -");
@@ -124,14 +177,13 @@ parse_line(const char *file, int ln, const char *s, const char *end, struct requ
   q = num;
   if((r->max_len = read_number(&q, LLM_MAX_DIM)) < 1 || *q)
     bad_line(file, ln, "max_len must be a number >= 1");
-  if(!field(&s, end, &f, &n))
+  if((chat = parse_chat(&s, end, r)) < 0)
+    bad_line(file, ln, "a chat message is 1-255 characters between two '\"'");
+  if(!chat && !field(&s, end, &f, &n))
     bad_line(file, ln, "expected: id max_len prompt gen=N|eos");
-  for(q = f, r->n_prompt = 0; q < f + n; ){
-    long t = read_number(&q, 1000000000L);
-    if(t < 0 || r->n_prompt == MAX_PROMPT || (q < f + n && *q++ != ','))
-      bad_line(file, ln, "the prompt must be 1-64 comma-separated token ids");
-    r->prompt[r->n_prompt++] = t;
-  }
+  if(!chat && !parse_ids(f, n, r))
+    bad_line(file, ln, "the prompt must be 1-128 comma-separated token ids, a ':' after a "
+             "shared prefix");
   if(!field(&s, end, &f, &n))
     bad_line(file, ln, "expected: id max_len prompt gen=N|eos");
   if(n == 3 && memcmp(f, "eos", 3) == 0)

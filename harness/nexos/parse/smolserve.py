@@ -30,8 +30,10 @@ from nexos.parse.core import (
     read_run,
 )
 from nexos.records import (
+    PrefixSummary,
     ServeEvent,
     ServeMemory,
+    ServePrefix,
     ServeRequest,
     ServeResult,
     ServeStart,
@@ -44,13 +46,15 @@ REASONS = ("watermark", "reaping", "processes", "fork_failed", "reserve_failed")
 
 LINE_KEYS: Keys = {
     "workload": (("name", ID), ("requests", INT), ("longest_max_len", INT)),
+    "prefix": (("id", ID), ("tokens", INT), ("requests", INT), ("max_len", INT),
+               ("reserved_kv_pages", INT), ("mapped_kv_pages", INT), ("prefill_ms", INT)),
     "start": (("lazy_alloc", INT), ("cow_alloc", INT), ("ncpu", INT), ("total_pages", INT),
               ("free_pages", INT), ("kv_bytes_per_slot", INT), ("watermark_base_pages", INT),
               ("grow_pages", INT), ("load_ms", INT)),
     "admit": (("id", ID), ("attempt", INT), ("t_ms", INT), ("running", INT), ("queued", INT),
               ("free_pages", INT), ("est_pages", INT), ("watermark_pages", INT),
               ("fork_pages", INT), ("reserve_mapped_pages", INT), ("reserved_kv_pages", INT),
-              ("used_pages", INT)),
+              ("used_pages", INT), ("pagecache_pages", INT)),
     "queue": (("id", ID), ("t_ms", INT), ("running", INT), ("queued", INT),
               ("free_pages", INT), ("est_pages", INT), ("watermark_pages", INT),
               ("reason", REASONS), ("used_pages", INT)),
@@ -62,11 +66,16 @@ LINE_KEYS: Keys = {
     "request": (("id", ID), ("max_len", INT), ("prompt", INT), ("generated", INT),
                 ("reserved_slots", INT), ("used_slots", INT), ("internal_waste_slots", INT),
                 ("reserved_kv_pages", INT), ("mapped_kv_pages", INT),
-                ("needed_kv_pages", INT), ("attempts", INT)),
+                ("needed_kv_pages", INT), ("attempts", INT), ("prefix_tokens", INT),
+                ("shared_kv_pages", INT), ("copied_kv_pages", INT), ("answer_fnv", INT)),
     "SERVE_SUMMARY": (("requests", INT), ("completed", INT), ("peak_concurrent", INT),
                       ("queued", INT), ("recomputed", INT), ("reserved_kv_pages", INT),
                       ("mapped_kv_pages", INT), ("waste_percent", PERCENT),
                       ("peak_used_pages", INT), ("tokens_per_s", TENTHS)),
+    "PREFIX_SUMMARY": (("prefixes", INT), ("sharing_requests", INT), ("prefill_tokens", INT),
+                       ("prefill_tokens_saved", INT), ("prefix_kv_pages", INT),
+                       ("shared_kv_pages", INT), ("copied_kv_pages", INT),
+                       ("kv_pages_saved", INT)),
     "memory": (("baseline_free_pages", INT), ("final_free_pages", INT),
                ("leaked_pages", INT)),
 }
@@ -80,9 +89,9 @@ TRAILERS = {"recompute": "(killed before it finished; it runs again)"}
 EVENT_KINDS = ("admit", "queue", "finish", "recompute")
 
 MODE_LINES: Modes = {
-    "serve": ((("loading",), 1, 1), (("workload",), 1, 1), (("start",), 1, 1),
-              (EVENT_KINDS, 0, MANY), (("request",), 1, MANY), (("SERVE_SUMMARY",), 1, 1),
-              (("memory",), 1, 1)),
+    "serve": ((("loading",), 1, 1), (("workload",), 1, 1), (("prefix",), 0, MANY),
+              (("start",), 1, 1), (EVENT_KINDS, 0, MANY), (("request",), 1, MANY),
+              (("SERVE_SUMMARY",), 1, 1), (("PREFIX_SUMMARY",), 1, 1), (("memory",), 1, 1)),
 }
 
 SCHEMA = Schema("smolserve", LINE_KEYS, FIXED_LINES, MODE_LINES, TRAILERS)
@@ -90,7 +99,10 @@ SCHEMA = Schema("smolserve", LINE_KEYS, FIXED_LINES, MODE_LINES, TRAILERS)
 # --------------------------------------------------------------------------- the records
 
 # The lines printed once that are a record each: kind -> (ServeResult field, record type).
-ONCE_LINES = {"SERVE_SUMMARY": ("summary", ServeSummary), "memory": ("memory", ServeMemory)}
+ONCE_LINES = {"SERVE_SUMMARY": ("summary", ServeSummary),
+              "PREFIX_SUMMARY": ("prefix_summary", PrefixSummary),
+              "memory": ("memory", ServeMemory)}
+MANY_LINES = EVENT_KINDS + ("request", "prefix")
 
 
 def _start(workload: dict[str, Value], start: dict[str, Value]) -> ServeStart:
@@ -102,7 +114,7 @@ def _start(workload: dict[str, Value], start: dict[str, Value]) -> ServeStart:
 
 def serve_result(records: list[Record]) -> ServeResult:
     """The typed result of a run's checked records (read_run)."""
-    once = {r.kind: r.fields for r in records if r.kind not in EVENT_KINDS + ("request",)}
+    once = {r.kind: r.fields for r in records if r.kind not in MANY_LINES}
     parts = {name: typ(**once[kind]) if kind in once else None  # type: ignore[arg-type]
              for kind, (name, typ) in ONCE_LINES.items()}
     start = _start(once["workload"], once["start"]) if "start" in once else None
@@ -113,6 +125,8 @@ def serve_result(records: list[Record]) -> ServeResult:
                      for r in records if r.kind in EVENT_KINDS),
         requests=tuple(ServeRequest(**r.fields)  # type: ignore[arg-type]
                        for r in records if r.kind == "request"),
+        prefixes=tuple(ServePrefix(**r.fields)  # type: ignore[arg-type]
+                       for r in records if r.kind == "prefix"),
         error=None if error is None else str(error), **parts)  # type: ignore[arg-type]
 
 
