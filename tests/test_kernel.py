@@ -92,6 +92,40 @@ def test_file_written_in_guest_survives_reboot(build_kernel, repo, tmp_path):
     assert parse_cksum(out) == (fnv_file(expected, tmp_path), 32 << 20)
 
 
+@pytest.mark.parametrize("cfg", [EAGER, BuildConfig(1, 1)], ids=lambda c: c.name)
+def test_shared_mapping_write_back_survives_reboot(build_kernel, tmp_path, cfg):
+    """Stores through a MAP_SHARED mapping reach the disk: written back at munmap, through
+    the log, they are in the file after a reboot of the same image (eager and lazy mmap)."""
+    bd = build_kernel(cfg)
+    image = persistent_copy(bd / "fs.img", tmp_path / "fs.img")
+    with QemuSession(bd / "kernel", image, cfg, snapshot=False) as s:
+        s.run("mkbig mapped.bin 1 7", timeout=120)
+        out = s.run("mapwrite mapped.bin 8190 hello-across-pages", timeout=60).output
+        assert "mapwrite: 18 bytes at 8190 of mapped.bin" in out, out
+        out = s.run("mapwrite mapped.bin 0 x", timeout=60).output
+        assert "mapwrite: 1 bytes at 0 of mapped.bin" in out, out
+        s.reboot()
+        out = s.run("cksum mapped.bin", timeout=120).output
+    expected = bytearray(mkbig_bytes(1, 7))
+    expected[8190:8190 + 18] = b"hello-across-pages"
+    expected[0:1] = b"x"
+    (tmp_path / "expected.bin").write_bytes(bytes(expected))
+    assert parse_cksum(out) == (fnv_file(tmp_path / "expected.bin", tmp_path), 1 << 20)
+
+
+def test_mapwrite_errors_are_one_line(build_kernel, repo):
+    build_kernel(EAGER)
+    with QemuSession.for_config(EAGER, repo) as s:
+        s.run("echo abc > small.txt")
+        for cmd, why in (("mapwrite small.txt 2 toolong", "end within the file"),
+                         ("mapwrite nope.txt 0 x", "cannot open it for writing"),
+                         ("mapwrite small.txt x1 y", "OFFSET must be a number"),
+                         ("mapwrite / 0 x", "cannot open it for writing")):
+            out = s.run(cmd, timeout=60).output
+            assert why in out and "panic" not in out, (cmd, out)
+        assert s.run("cat small.txt").output.strip().endswith("abc")
+
+
 def test_bad_arguments_fail_without_panic(build_kernel, repo):
     build_kernel(EAGER)
     with QemuSession.for_config(EAGER, repo) as s:

@@ -111,6 +111,14 @@ def generated(n: int, max_len: int, long_len: int, seed: int, prefix_len: int = 
     return out
 
 
+def model_file_pages() -> int:
+    """Pages of the file the LLM image carries as /model.bin: the prepared form of the
+    checkpoint its model.list names (Makefile: build/models/prepared/<name>)."""
+    listed = REPO / "build" / CONFIGS[-1].name / "model.list"
+    prepared = REPO / "build" / "models" / "prepared" / Path(listed.read_text().strip()).name
+    return -(-prepared.stat().st_size // PAGE)
+
+
 def shape(max_len: int) -> KvShape:
     """The KV layout of a max_len reservation, from the checkpoint the LLM image carries as
     /model.bin (the build records which); SmolLM-135M's geometry before any build."""
@@ -183,6 +191,10 @@ def check_admission(res: ServeResult, work: list[Req], lazy: int, cow: int) -> N
     assert grow == -(-32 * res.start.kv_bytes_per_slot // PAGE)
     s = shape(1)
     assert res.start.kv_bytes_per_slot == 2 * s.n_layers * s.kv_dim * 4
+    # the weights are the page cache's pages of the model file, one copy however many
+    # workers run, in every configuration
+    weights = model_file_pages()
+    assert all(e.pagecache_pages == weights for e in res.events if e.kind == "admit"), weights
     by_id = {w.id: w for w in work}
     prev: ServeEvent | None = None
     for e in res.events:
