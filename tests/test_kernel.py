@@ -92,10 +92,12 @@ def test_file_written_in_guest_survives_reboot(build_kernel, repo, tmp_path):
     assert parse_cksum(out) == (fnv_file(expected, tmp_path), 32 << 20)
 
 
-@pytest.mark.parametrize("cfg", [EAGER, BuildConfig(1, 1)], ids=lambda c: c.name)
+@pytest.mark.parametrize("cfg", [BuildConfig(lz, cw) for lz in (0, 1) for cw in (0, 1)],
+                         ids=lambda c: c.name)
 def test_shared_mapping_write_back_survives_reboot(build_kernel, tmp_path, cfg):
     """Stores through a MAP_SHARED mapping reach the disk: written back at munmap, through
-    the log, they are in the file after a reboot of the same image (eager and lazy mmap)."""
+    the log, they are in the file after a reboot of the same image (eager and lazy mmap,
+    COW on and off)."""
     bd = build_kernel(cfg)
     image = persistent_copy(bd / "fs.img", tmp_path / "fs.img")
     with QemuSession(bd / "kernel", image, cfg, snapshot=False) as s:
