@@ -21,7 +21,9 @@ from pathlib import Path
 try:
     from nexos.build import BuildError, build_one
     from nexos.config import BuildConfig, ConfigError, find_repo
+    from nexos.parse import ParseError, parse_serve
     from nexos.qemu import QemuError, QemuSession
+    from nexos.records import ServeResult
 except ModuleNotFoundError as missing:  # e.g. the system python3, which has no packages
     sys.exit(f"bench: {sys.executable} cannot import {missing.name}: run the benchmarks with "
              "the project's interpreter, .venv/bin/python (made by: bash scripts/setup.sh)")
@@ -133,6 +135,20 @@ def run_line(session: QemuSession, cmd: str, prefix: str, timeout: float) -> dic
     with `prefix` (e.g. `readbench `). BenchError with the output when there is none."""
     out = session.run(cmd, timeout=timeout).output
     return parse_kv_line(out, prefix, cmd)
+
+
+def serve_run(config: BuildConfig, cmd: str) -> ServeResult:
+    """Run the smolserve command `cmd` on a fresh boot of `config` (its LLM image) and
+    parse it. BenchError with the output when it cannot be parsed or ended in an error."""
+    with booted(config, llm=True) as s:
+        out = s.run(cmd, timeout=3600).output
+    try:
+        res = parse_serve(out)
+    except ParseError as e:
+        raise BenchError(f"`{cmd}` on {config.name}: {e}", out[-1500:]) from None
+    if res.error or res.summary is None or res.memory is None:
+        raise BenchError(f"`{cmd}` on {config.name}: {res.error}", out[-1500:])
+    return res
 
 
 KV_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)")

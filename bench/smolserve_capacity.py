@@ -16,10 +16,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchlib import BenchError, Figure, booted, build, main
+from benchlib import Figure, build, main, serve_run
 
 from nexos.config import BuildConfig
-from nexos.parse import ParseError, parse_serve
 from nexos.records import ServeSummary
 
 NAME = "smolserve_capacity"
@@ -37,14 +36,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def serve(cfg: BuildConfig, cmd: str) -> tuple[ServeSummary, int]:
     """Run cmd on cfg: its SERVE_SUMMARY and the pages that did not come back."""
-    with booted(cfg, llm=True) as s:
-        out = s.run(cmd, timeout=3600).output
-    try:
-        res = parse_serve(out)
-    except ParseError as e:
-        raise BenchError(f"`{cmd}` on {cfg.name}: {e}", out[-1500:]) from None
-    if res.error or res.summary is None or res.memory is None:
-        raise BenchError(f"`{cmd}` on {cfg.name}: {res.error}", out[-1500:])
+    res = serve_run(cfg, cmd)
+    assert res.summary is not None and res.memory is not None
     return res.summary, res.memory.leaked_pages
 
 

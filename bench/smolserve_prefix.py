@@ -17,10 +17,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchlib import BenchError, Figure, booted, build, main
+from benchlib import Figure, build, main, serve_run
 
 from nexos.config import BuildConfig
-from nexos.parse import ParseError, parse_serve
 from nexos.records import ServeResult
 
 NAME = "smolserve_prefix"
@@ -35,15 +34,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def serve(cfg: BuildConfig, cmd: str) -> tuple[ServeResult, float]:
-    """Run cmd on a fresh boot of cfg: the parsed run, and its wall time in the guest."""
-    with booted(cfg, llm=True) as s:
-        out = s.run(cmd, timeout=3600).output
-    try:
-        res = parse_serve(out)
-    except ParseError as e:
-        raise BenchError(f"`{cmd}` on {cfg.name}: {e}", out[-1500:]) from None
-    if res.error or res.summary is None or res.prefix_summary is None or res.memory is None:
-        raise BenchError(f"`{cmd}` on {cfg.name}: {res.error}", out[-1500:])
+    """Run cmd on a fresh boot of cfg: the parsed run, and the seconds from its baseline to
+    its last answer (the guest's clock)."""
+    res = serve_run(cfg, cmd)
     finish = max((e.t_ms for e in res.events if e.kind == "finish"), default=0)
     return res, finish / 1000
 

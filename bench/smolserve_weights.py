@@ -16,10 +16,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchlib import BenchError, Figure, booted, build, main, repo
+from benchlib import BenchError, Figure, build, main, repo, serve_run
 
 from nexos.config import BuildConfig
-from nexos.parse import ParseError, parse_serve
 
 NAME = "smolserve_weights"
 CPUS = 2
@@ -50,17 +49,12 @@ def measure(args: argparse.Namespace) -> list[Figure]:
         cfg = BuildConfig.parse(name, cpus=CPUS)
         if not args.no_build:
             build(cfg, llm=True)
-        with booted(cfg, llm=True) as s:
-            out = s.run(cmd, timeout=3600).output
-        try:
-            res = parse_serve(out)
-        except ParseError as e:
-            raise BenchError(f"`{cmd}` on {cfg.name}: {e}", out[-1500:]) from None
+        res = serve_run(cfg, cmd)
         full = [e.pagecache_pages for e in res.events
                 if e.kind == "admit" and e.running == args.requests and e.pagecache_pages]
-        if res.error or not full:
-            raise BenchError(f"`{cmd}` on {cfg.name}: {res.error or 'never all running'}",
-                             out[-1500:])
+        if not full:
+            raise BenchError(f"`{cmd}` on {cfg.name}: the {args.requests} workers never ran "
+                             "at once")
         pages = file_pages(cfg)
         note = f"{cfg.name}, {args.requests} workers running, {CPUS} harts"
         figures += [
