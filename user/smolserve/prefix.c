@@ -9,7 +9,7 @@
 static int
 encode_chat(struct tokenizer *tok, const char *msg, int *ids, int cap)
 {
-  char text[MAX_CHAT + 512];
+  static char text[MAX_CHAT + 512];             // static: the user stack is one page
   int len = tok_chat(tok, 0, msg, text, sizeof(text));
   if(len < 0)
     llm_die("a chat-style request needs a model whose tokenizer has a chat template", "");
@@ -27,7 +27,8 @@ encode_chat(struct tokenizer *tok, const char *msg, int *ids, int cap)
 void
 make_chat_prompts(struct server *sv, struct tokenizer *tok)
 {
-  int a[MAX_PROMPT], b[MAX_PROMPT], head = 0;
+  static int a[MAX_PROMPT], b[MAX_PROMPT];
+  int head = 0;
   int na = encode_chat(tok, "a", a, MAX_PROMPT), nb = encode_chat(tok, "b", b, MAX_PROMPT);
   while(head < na && head < nb && a[head] == b[head])
     head++;
