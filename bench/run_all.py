@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 BENCHES = ("build_time", "boot_time", "read_throughput", "fork_cow", "smolprobe_speed",
-           "smolprobe_int8", "smolprobe_real", "cow_parallel", "smolserve_capacity",
-           "smolserve_prefix", "smolserve_weights",
+           "smolprobe_int8", "smolprobe_real", "first_token", "cow_parallel",
+           "smolserve_capacity", "smolserve_prefix", "smolserve_weights",
            "compare_time", "grade_time", "suite_time")
 
 

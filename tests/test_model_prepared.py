@@ -36,16 +36,20 @@ def smolprobe(host_programs: Path, model: Path, *args: str) -> list[str]:
 
 def same_run(host_programs: Path, src: Path, prepared: Path, *args: str) -> None:
     """Read and mapped, the runs print the same lines (tokens, logits, every page count)
-    but for the model's version, the weights line and the times."""
+    but for the model's version, the weights line and the times; so does the prepared file
+    read with --no-mmap."""
     read, mapped = (smolprobe(host_programs, m, *args) for m in (src, prepared))
+    no_mmap = smolprobe(host_programs, prepared, *args, "--no-mmap")
     assert "weights source=read file_pages=0" in read
+    assert "weights source=read file_pages=0" in no_mmap
     assert any(ln.startswith("weights source=mapped ") for ln in mapped)
-    assert any("version=3" in ln for ln in mapped if ln.startswith("model "))
+    for run in (mapped, no_mmap):
+        assert any("version=3" in ln for ln in run if ln.startswith("model "))
 
     def kept(lines: list[str]) -> list[str]:
         return [ln for ln in lines if ln.split(" ", 1)[0] not in ("model", "weights", "timing")
                 and " decode_ms=" not in ln]
-    assert kept(read) == kept(mapped) and len(kept(read)) > 8
+    assert kept(read) == kept(mapped) == kept(no_mmap) and len(kept(read)) > 8
 
 
 @pytest.mark.parametrize("weight_type", ["int8", "f32"])

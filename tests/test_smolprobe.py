@@ -183,6 +183,27 @@ def test_other_lengths_lazy(lazy_llm, lazy_dir, prog, prompt, gen, seq_len):
     check_accounting(p.res, shape, len(prompt) + gen, lazy=True)
 
 
+def test_no_mmap_reads_the_model_and_generates_the_same(lazy_llm, lazy_dir):
+    """--no-mmap: the prepared model is read into the heap instead of mapped
+    (docs/smolprobe.md, "The weights: mapped or read"); the same greedy request generates
+    the same tokens and text, and maps the same KV pages."""
+    model = default_model(lazy_dir)
+    args = '--prompt "The capital of France is" --gen-len 6 --print-tokens'
+    mapped, read = (probe(lazy_llm, args + extra) for extra in ("", " --no-mmap"))
+    for p, source in ((mapped, "mapped"), (read, "read")):
+        assert p.res.ok and p.res.weights is not None, p.output[-2000:]
+        assert p.res.weights.source == source, p.output[-2000:]
+        assert p.res.model is not None and p.res.model.version == 3
+        assert p.res.timing is not None and p.res.timing.first_token_ms > 0
+        assert p.res.prompt is not None and p.res.tokens is not None
+        shape = KvShape.from_checkpoint(model)
+        check_accounting(p.res, shape, len(p.res.prompt) + len(p.res.tokens), lazy=True)
+    assert mapped.res.weights.file_pages > 0 and read.res.weights.file_pages == 0
+    assert read.res.prompt == mapped.res.prompt
+    assert read.res.tokens == mapped.res.tokens and len(read.res.tokens) == 6
+    assert read.res.text == mapped.res.text and read.res.text
+
+
 def test_default_run_eager(build_kernel):
     d = build_kernel(EAGER, llm=True)
     shape = KvShape.from_checkpoint(default_model(d))

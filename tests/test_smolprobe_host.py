@@ -328,6 +328,7 @@ def test_help_says_which_weights(host_bin):
     text = "\n".join(run.lines)
     assert "SmolLM2-135M-Instruct" in text and "SYNTHETIC" in text and "MODEL=synth" in text
     assert "--prompt-tokens" in text and "--chat" in text and "--print-logits" in text
+    assert "--no-mmap" in text
 
 
 def test_umath_within_one_ulp(host_bin):

@@ -628,8 +628,9 @@ load_model(const char *path, struct model *mo)
   // the model shares its pages. MAP_POPULATE brings them all in now, as a read would: a
   // run touches every weight before its first token, and the KV figures then count KV
   // pages only (docs/smolprobe.md "The weights: mapped or read").
-  // A kernel that will not map it gets the file read instead (weights source=read).
-  uint64 *off = mo->c.version == 3 ? map_checkpoint(path, mo, 1) : 0;
+  // A kernel that will not map it, or a program that asked for no mapping (no_mmap),
+  // gets the file read instead (weights source=read).
+  uint64 *off = mo->c.version == 3 && !mo->no_mmap ? map_checkpoint(path, mo, 1) : 0;
   if(off){
     close(fd);
     map_weights(mo, mo->types, off);

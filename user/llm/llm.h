@@ -98,6 +98,8 @@ struct model {
   uint64 file_bytes; // its size
   int mapped;        // 1: file is a read-only mapping of the checkpoint (its pages are the
                      // page cache's, shared), 0: a heap copy prepared in place
+  int no_mmap;       // set by the program before load_model(): 1 reads even a version 3
+                     // file into the heap (smolprobe --no-mmap), 0 maps it when it can
   int *types;        // [n_blocks] the weight type of each block, in file order
   const uchar *tok_blob; // the tokenizer blob in the file (user/llm/tokenizer.h), or 0
   uint tok_size;
@@ -144,8 +146,10 @@ void llm_die_num(const char *a, long n, const char *b) __attribute__((noreturn))
 // malloc(n) or die naming what: out of memory is a message, never a fault.
 void *llm_malloc(uint64 n, const char *what);
 
-// Load the checkpoint at path into one buffer (read, so every page is written) and map
-// the weights; dies with a clear message for a missing, truncated or corrupt file.
+// Load the checkpoint at path and point mo->w into it: a version 3 (prepared) file is
+// mapped (mo->mapped = 1) unless mo->no_mmap is set or the kernel will not map it; any
+// other is read into one heap buffer and prepared there. Dies with a clear message for a
+// missing, truncated or corrupt file.
 void load_model(const char *path, struct model *mo);
 // Map the checkpoint at path (PROT_READ, MAP_PRIVATE) for its config, block types and
 // tokenizer only: the weights stay unread (mo->w is not set), so a lazy kernel reads just

@@ -9,7 +9,7 @@ usage(void)
          "                  --perplexity TEXT) [--gen-len N]\n"
          "                 [--seq-len N] [--model PATH] [--temperature T] [--seed S]\n"
          "                 [--stop-at-eos] [--print-tokens] [--print-logits] [--trace]\n"
-         "                 [--samples N] [--bench] [--help]\n"
+         "                 [--samples N] [--bench] [--no-mmap] [--help]\n"
          "       smolprobe --tokenize (--prompt TEXT | --chat TEXT) [--model PATH]\n"
          "Runs a SmolLM-135M-architecture transformer (default model %s) over a KV cache\n"
          "reserved with one sbrk() for --seq-len positions (default 256), and reports how\n"
@@ -38,7 +38,10 @@ usage(void)
          "  --tokenize       print the prompt's tokens and stop: the model file is mapped\n"
          "                   and only its header and tokenizer are read, never the weights\n"
          "  --bench          integer micro-benchmark: the guest's peak int8 multiply-add\n"
-         "                   rate and the model's matvecs (alone, or after the request)\n",
+         "                   rate and the model's matvecs (alone, or after the request)\n"
+         "  --no-mmap        read the model into the heap with read() instead of mapping\n"
+         "                   it (weights source=read): a private copy, as a version 1 or\n"
+         "                   2 file always is, instead of the page cache's shared pages\n",
          DEFAULT_MODEL);
 }
 
@@ -171,6 +174,8 @@ parse_args(int argc, char **argv, struct options *o)
       o->bench = 1;
     } else if(strcmp(a, "--tokenize") == 0){
       o->tokenize = 1;
+    } else if(strcmp(a, "--no-mmap") == 0){
+      o->no_mmap = 1;
     } else if(strcmp(a, "--prompt") == 0 || strcmp(a, "--chat") == 0){
       if(o->text)
         llm_die("give one --prompt, --chat or --perplexity, not two: ", a);
@@ -202,7 +207,7 @@ parse_args(int argc, char **argv, struct options *o)
     llm_die("--prompt-tokens, --prompt or --chat is required (try --help)", "");
   if(o->tokenize && (!o->text || o->score || o->tokens || o->gen_len >= 0 || o->seq_len ||
                      o->samples || o->stop_eos || o->bench || o->trace || o->print_tokens ||
-                     o->print_logits || o->temperature >= 0.0f || o->seed))
+                     o->print_logits || o->temperature >= 0.0f || o->seed || o->no_mmap))
     llm_die("--tokenize takes --prompt or --chat TEXT (and --model) alone: it runs no model",
             "");
   if(o->tokenize)
@@ -273,6 +278,7 @@ main(int argc, char **argv)
   if(o.tokenize)
     tokenize_main(&o);
   uint64 t0 = clock_us();
+  mo.no_mmap = o.no_mmap;
   load_model(o.model, &mo);
   print_model(&mo);
   print_weights(&mo);

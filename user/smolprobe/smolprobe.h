@@ -44,6 +44,7 @@ struct options {
   int print_tokens, print_logits, trace;
   int bench;            // --bench: the int8 micro-benchmark (alone, or after the request)
   int tokenize;         // --tokenize: encode the text, print its tokens, run no model
+  int no_mmap;          // --no-mmap: read the model into the heap, never map it
   int kill_branch;      // --test-kill-branch K (host test build only): branch K kills
                         // itself (K+1; 0: none)
   const char *text;     // --prompt, --chat or --perplexity TEXT (the model's tokenizer)
