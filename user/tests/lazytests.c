@@ -29,7 +29,7 @@ static void snap2(struct memstat *m)
 
 static long dmapped(struct memstat *a, struct memstat *b) { return (long)b->mapped_pages - (long)a->mapped_pages; }
 static long dpt(struct memstat *a, struct memstat *b) { return (long)b->pt_pages - (long)a->pt_pages; }
-static long dused(struct memstat *a, struct memstat *b) { return (long)a->free_pages - (long)b->free_pages; }
+static long dused(struct memstat *a, struct memstat *b) { return tl_free(a) - tl_free(b); }
 
 // The physical pages a step used must be the mapped pages plus the page-table pages it added.
 static void check_used(struct memstat *a, struct memstat *b, const char *step)
@@ -51,7 +51,7 @@ static void sparse(void)
   align_heap();
   snap2(&m0);
   if (!m0.lazy_alloc) {
-    long big = (long)(m0.total_pages + 1024) * PGSIZE;
+    long big = (long)(tl_memory(&m0) + 1024) * PGSIZE;   // more than RAM and swap
     CHECK(big < 0x7fffffffL, "memory too large for this test");
     CHECK(sbrk((int)big) == (char *)-1, "sbrk larger than memory succeeded without LAZY_ALLOC");
     snap(&m1);
@@ -382,7 +382,7 @@ static void lazyoom(void)
   if (culprit == 0) {
     struct memstat a, b;
     snap2(&a);
-    uint64 want = (a.free_pages + 8192) * PGSIZE, got = 0;
+    uint64 want = (tl_room(&a) + 8192) * PGSIZE, got = 0;
     if (!a.lazy_alloc) {
       if (want < 0x7fffffffUL && sbrk((int)want) != (char *)-1)
         exit(4);   // sbrk larger than free memory succeeded without LAZY_ALLOC
@@ -407,8 +407,8 @@ static void lazyoom(void)
   close(ready[0]); close(ready[1]); close(go[0]); close(go[1]);
   kernel_alive();
   snap(&m1);
-  CHECK(m1.free_pages == m0.free_pages, "free pages %ld before, %ld after", (long)m0.free_pages,
-        (long)m1.free_pages);
+  CHECK(tl_free(&m1) == tl_free(&m0), "free pages %ld before, %ld after", tl_free(&m0),
+        tl_free(&m1));
 }
 
 // fork copies (or shares) only what is mapped: the child has the parent's mapped-page count,

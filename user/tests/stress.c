@@ -434,9 +434,9 @@ int main(int argc, char **argv)
       nfail++;
     }
   }
-  if (memstat(&m1) < 0 || m1.free_pages != m0.free_pages) {
-    printf("test leakcheck: FAILED free pages %ld at start, %ld at end\n", (long)m0.free_pages,
-           (long)m1.free_pages);
+  if (memstat(&m1) < 0 || tl_free(&m1) != tl_free(&m0)) {
+    printf("test leakcheck: FAILED free pages %ld at start, %ld at end\n", tl_free(&m0),
+           tl_free(&m1));
     nfail++;
   } else {
     printf("test leakcheck: OK\n");

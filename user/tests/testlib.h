@@ -34,6 +34,9 @@ extern char tl_self[MAXPATH]; // absolute path of this program, for exec tests
 #define CHECK(c, ...) do { if (!(c)) FAIL(__VA_ARGS__); } while (0)
 
 void snap(struct memstat *m);
+long tl_free(const struct memstat *m);
+uint64 tl_room(const struct memstat *m);
+uint64 tl_memory(const struct memstat *m);
 uint64 guard_page(void);
 void tl_init(char *argv0);
 void tl_srand(uint64 seed);
