@@ -222,7 +222,7 @@ int             swap_mb(void);           // swap size, for the boot line
 long            swap_alloc(void);        // a free slot with one reference, or -1
 void            swap_dup(uint64 slot);   // one more reference (fork)
 void            swap_put(uint64 slot);   // one reference fewer; the last frees the slot
-void            swap_read(uint64 slot, char *pa);  // sleeps
+void            swap_read(uint64 slot, char **pa, int n);  // n slots from slot; sleeps
 int             reclaim(int want);       // page out up to want pages; sleeps
 uint64          swap_low(void);          // the free-page low watermark
 uint64          swap_free_slots(void);

@@ -160,14 +160,15 @@ swap_put(uint64 s)
   release(&swap.lock);
 }
 
-// Contract: read slot s into page pa. Sleeps (process context, no spinlock held); the
-// caller holds the vmlock of the process whose PTE names s, so the slot was written.
+// Contract: read slots s .. s+n-1 into pages pa[0..n), in one request (n <= VIRTIO_MAXBUFS).
+// Sleeps (process context, no spinlock held); the caller holds the vmlock of the process
+// whose PTEs name the slots, so they were written.
 void
-swap_read(uint64 s, char *pa)
+swap_read(uint64 s, char **pa, int n)
 {
-  virtio_disk_pages(SWAPDEV, s, (void **)&pa, 1, 0);
+  virtio_disk_pages(SWAPDEV, s, (void **)pa, n, 0);
   acquire(&swap.lock);
-  swap.ins++;
+  swap.ins += n;
   release(&swap.lock);
 }
 

@@ -589,19 +589,32 @@ cowfault(struct proc *p, uint64 va, pte_t *pte)
 
 // Any configuration, with a swap disk. Contract: *pte (p's PTE for va) is paged out:
 // read its slot into a new page and map it again with the flags it had; the PTE's slot
-// reference is given back. Returns 0, or -1 if out of memory (PTE unchanged). Sleeps on
-// the disk: the caller holds p->vmlock and no spinlock.
+// reference is given back. Read-ahead: while pages are plentiful, the paged-out PTEs that
+// follow in the same level-0 table and name the slots that follow on the disk (a region
+// paged out in order) come back in the same request, up to SWAP_CLUSTER pages; they are
+// mapped with PTE_A clear, so reclaim takes them first if they are not used. Returns 0,
+// or -1 if out of memory (PTE unchanged). Sleeps on the disk: the caller holds p->vmlock
+// and no spinlock.
 static int
 swapfault(struct proc *p, uint64 va, pte_t *pte)
 {
-  char *mem = kalloc();
-  if(mem == 0)
-    return -1;
+  char *pages[SWAP_CLUSTER];
   uint64 slot = PTE2SLOT(*pte);
-  swap_read(slot, mem);
-  *pte = PA2PTE(mem) | (PTE_FLAGS(*pte) & ~PTE_V) | PTE_V;
-  swap_put(slot);
-  flushva(va);
+  int max = kfreepages() > swap_low() + SWAP_CLUSTER ? SWAP_CLUSTER : 1;
+  uint64 left = ((va | (512 * PGSIZE - 1)) + 1 - va) / PGSIZE;   // PTEs to this table's end
+  int n = 0;
+
+  for(; n < max && n < left && (pte[n] & PTE_SWAPPED) && PTE2SLOT(pte[n]) == slot + n; n++)
+    if((pages[n] = kalloc()) == 0)
+      break;
+  if(n == 0)
+    return -1;
+  swap_read(slot, pages, n);
+  for(int i = 0; i < n; i++){
+    pte[i] = PA2PTE(pages[i]) | (PTE_FLAGS(pte[i]) & ~PTE_V) | PTE_V;
+    swap_put(slot + i);
+  }
+  sfence_vma();
   return 0;
 }
 
