@@ -14,4 +14,4 @@ struct pageout {
 
 #define SWAPDEV 1         // the virtio disk that holds swap (virtio_disk.c)
 #define RECLAIM_BATCH 32  // pages one reclaim() call tries to free; also its write batch
-#define SWAP_CLUSTER 16   // most pages one page-in reads (vm.c's swapfault read-ahead)
+#define SWAP_CLUSTER 32   // most pages one page-in reads (vm.c's swapfault read-ahead)

@@ -678,7 +678,7 @@ vmfault(struct proc *p, uint64 va, int is_store)
     return resolve(p, va, is_store, 0);
   if(!mine)
     acquiresleep(&p->vmlock);
-  vmreserve(0);
+  vmreserve(SWAP_CLUSTER);   // room for a page-in's read-ahead
   int r;
   while((r = resolve(p, va, is_store, 1)) != 0 && kfreepages() < swap_low() &&
         reclaim(RECLAIM_BATCH) > 0)
@@ -689,14 +689,17 @@ vmfault(struct proc *p, uint64 va, int is_store)
 }
 
 // Contract: make sure npages pages are free and the low watermark's worth more, paging
-// out (reclaim) as needed. Returns 0, or -1 if fewer than npages are free even after
-// reclaim gave all it could. Without swap it only looks. May sleep: the caller holds no
-// spinlock and no pointer into user memory that reclaim could take (if it holds its own
-// vmlock, its own pages may go).
+// out (reclaim) as needed; once below, it frees a batch more than that, so that the next
+// callers find pages without reclaiming each time. Returns 0, or -1 if fewer than npages
+// are free even after reclaim gave all it could. Without swap it only looks. May sleep:
+// the caller holds no spinlock and no pointer into user memory that reclaim could take
+// (if it holds its own vmlock, its own pages may go).
 int
 vmreserve(uint64 npages)
 {
-  while(kfreepages() < npages + swap_low())
+  if(kfreepages() >= npages + swap_low())
+    return 0;
+  while(kfreepages() < npages + swap_low() + RECLAIM_BATCH)
     if(reclaim(RECLAIM_BATCH) == 0)
       return kfreepages() >= npages ? 0 : -1;
   return 0;
