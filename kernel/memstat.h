@@ -29,4 +29,6 @@ struct memstat {
   uint64 swap_ins;           // pages read back from swap since boot (whole system)
   uint64 swap_outs;          // pages written to swap since boot (whole system)
   uint64 dropped_file_pages; // clean file pages reclaim unmapped since boot (whole system)
+  uint64 paged_in;           // this process: pages read back from swap by its faults
+  uint64 paged_out;          // this process: its pages reclaim wrote to swap
 };

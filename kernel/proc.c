@@ -120,6 +120,7 @@ allocproc(void)
   p->sz = 0;
   p->heapbase = 0;
   p->lazy_faults = p->cow_faults = p->cow_copies = p->cow_reuses = 0;
+  p->paged_in = p->paged_out = 0;
   memset(p->vmas, 0, sizeof(p->vmas));
 
   if((p->trapframe = (struct trapframe *)kalloc()) == 0 ||

@@ -114,4 +114,7 @@ struct proc {
   uint64 cow_faults;           // writes that hit a COW page
   uint64 cow_copies;           // ... resolved by copying
   uint64 cow_reuses;           // ... resolved by taking the page over (sole owner)
+  uint64 paged_in;             // pages read back from swap by its faults
+  uint64 paged_out;            // pages reclaim wrote to swap; reclaim writes it, holding
+                               // p->vmlock, which memstat holds when it reads it
 };

@@ -175,7 +175,8 @@ swap_read(uint64 s, char **pa, int n)
 // Contract: write each anonymous out[i].pa to its slot; then give back every page's
 // reference (the one its PTE owned), and for a dropped file page of q let the page cache
 // free the page if no other PTE maps it. Pages bound for consecutive slots go in one
-// request. Sleeps; the caller holds q's vmlock, so q's regions stay as they are.
+// request. Sleeps; the caller holds q's vmlock, so q's regions stay as they are (and
+// q->paged_out is the caller's to add to).
 static void
 writeout(struct proc *q, struct pageout *out, int n)
 {
@@ -199,6 +200,7 @@ writeout(struct proc *q, struct pageout *out, int n)
     if(out[i].slot == NOSLOT)
       mmap_trim(q, out[i].va);
   }
+  q->paged_out += nout;
   acquire(&swap.lock);
   swap.outs += nout;
   swap.dropped += n - nout;

@@ -610,6 +610,7 @@ swapfault(struct proc *p, uint64 va, pte_t *pte)
   if(n == 0)
     return -1;
   swap_read(slot, pages, n);
+  p->paged_in += n;
   for(int i = 0; i < n; i++){
     pte[i] = PA2PTE(pages[i]) | (PTE_FLAGS(pte[i]) & ~PTE_V) | PTE_V;
     swap_put(slot + i);
@@ -808,6 +809,8 @@ vmstat(struct proc *p, struct memstat *ms)
   ms->cow_faults = p->cow_faults;
   ms->cow_copies = p->cow_copies;
   ms->cow_reuses = p->cow_reuses;
+  ms->paged_in = p->paged_in;
+  ms->paged_out = p->paged_out;
   ms->lazy_alloc = LAZY_ALLOC;
   ms->cow_alloc = COW_ALLOC;
   ms->ncpu = nharts();

@@ -6,7 +6,7 @@ usage(void)
 {
   printf("usage: smolserve (--workload seed32|FILE | --requests N --max-len L [--seed S]\n"
          "                 [--long-len G] [--prefix-len K]) [--share-prefix 0|1]\n"
-         "                 [--model PATH] [--test-kill ID] [--help]\n"
+         "                 [--overcommit 0|1] [--model PATH] [--test-kill ID] [--help]\n"
          "Loads the model once and serves a workload of requests, each in a worker forked\n"
          "from the server that reserves its KV cache for max_len slots with one sbrk();\n"
          "admits requests while free memory stays above a low watermark, queues the rest,\n"
@@ -22,6 +22,9 @@ usage(void)
          "  --prefix-len K     every generated prompt begins with the same K tokens\n"
          "  --share-prefix 0   prefill every request alone, shared prefix or not (default 1:\n"
          "                     the server prefills each prefix once and forks its workers)\n"
+         "  --overcommit 1     admit past what fits (no watermark): without swap the kernel\n"
+         "                     kills workers and they are recomputed, with swap it pages\n"
+         "                     their KV out and in; pressure lines say what it cost\n"
          "  --test-kill ID     test hook: request ID's first worker kills itself after\n"
          "                     its reservation (the server must run it again)\n"
          "  --test-fill 1      test hook: every first attempt writes its whole reservation\n"
@@ -59,7 +62,8 @@ main(int argc, char **argv)
       llm_die(a, strcmp(a, "--workload") && strcmp(a, "--requests") && strcmp(a, "--max-len") &&
               strcmp(a, "--seed") && strcmp(a, "--long-len") && strcmp(a, "--model") &&
               strcmp(a, "--test-kill") && strcmp(a, "--test-fill") &&
-              strcmp(a, "--prefix-len") && strcmp(a, "--share-prefix") ? ": unknown flag (try --help)" : ": missing value");
+              strcmp(a, "--prefix-len") && strcmp(a, "--share-prefix") &&
+              strcmp(a, "--overcommit") ? ": unknown flag (try --help)" : ": missing value");
     const char *v = argv[++i];
     if(strcmp(a, "--workload") == 0)
       workload = v;
@@ -75,6 +79,8 @@ main(int argc, char **argv)
       prefix_len = flag_num(a, v, 0, MAX_PROMPT - 4);
     else if(strcmp(a, "--share-prefix") == 0)
       sv.share = flag_num(a, v, 0, 1);
+    else if(strcmp(a, "--overcommit") == 0)
+      sv.overcommit = flag_num(a, v, 0, 1);
     else if(strcmp(a, "--model") == 0)
       model = v;
     else if(strcmp(a, "--test-kill") == 0)     // test hook, see docs/smolserve.md

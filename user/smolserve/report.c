@@ -70,7 +70,31 @@ print_prefix_summary(const struct server *sv)
          shared - held);
 }
 
-// The request lines (workload order), SERVE_SUMMARY, PREFIX_SUMMARY and the memory line.
+// --overcommit: a pressure line per request (workload order) and PRESSURE_SUMMARY: what
+// memory pressure cost, as recompute (positions fed again after a kill) and as swap (the
+// whole system's page-outs, page-ins and dropped file pages since the start line).
+static void
+print_pressure(const struct server *sv)
+{
+  long tokens = 0;
+  struct memstat m;
+  for(int i = 0; i < sv->n; i++){
+    const struct request *r = &sv->rq[i];
+    printf("[smolserve] pressure id=%s attempts=%d recomputed_tokens=%ld paged_out=%ld "
+           "paged_in=%ld\n", r->id, r->attempts, r->recomputed_tokens, r->paged_out,
+           r->paged_in);
+    tokens += r->recomputed_tokens;
+  }
+  memstat(&m);
+  printf("[smolserve] PRESSURE_SUMMARY completed=%d recomputed=%d recomputed_tokens=%ld "
+         "swap_slots=%lu swap_outs=%lu swap_ins=%lu dropped_file_pages=%lu wall_ms=%lu\n",
+         sv->completed, sv->recomputed, tokens, m.swap_slots, m.swap_outs - sv->ms0.swap_outs,
+         m.swap_ins - sv->ms0.swap_ins, m.dropped_file_pages - sv->ms0.dropped_file_pages,
+         (sv->last_finish - sv->t0) / 1000);
+}
+
+// The request lines (workload order), SERVE_SUMMARY, PREFIX_SUMMARY, with --overcommit the
+// pressure lines, and the memory line.
 void
 print_summary(struct server *sv)
 {
@@ -103,8 +127,18 @@ print_summary(struct server *sv)
          pct(mapped - needed > 0 ? mapped - needed : 0, mapped), sv->peak_used,
          tps10 / 10, tps10 % 10);
   print_prefix_summary(sv);
+  if(sv->overcommit)
+    print_pressure(sv);
   long free;
   snapshot(sv, &free);
+  // Net of swap and of the page cache: a page paged out meanwhile frees a page and takes
+  // a slot, a model page reclaim dropped frees a page the cache held; neither is a leak
+  // (docs/memory.md).
+  struct memstat m;
+  memstat(&m);
+  long leaked = (sv->baseline_free - (long)sv->ms0.swap_slots_used +
+                 (long)sv->ms0.pagecache_pages) -
+                (free - (long)m.swap_slots_used + (long)m.pagecache_pages);
   printf("[smolserve] memory baseline_free_pages=%ld final_free_pages=%ld leaked_pages=%ld\n",
-         sv->baseline_free, free, sv->baseline_free - free);
+         sv->baseline_free, free, leaked);
 }

@@ -80,6 +80,8 @@ start(struct server *sv, int i, long free, long est, long wm)
   }
   r->attempts++;
   r->alone = sv->running == 0 && sv->children == 0;
+  if(sv->progress)
+    sv->progress[i] = 0;
   int pid = fork();
   if(pid == 0){
     close(ack[0]);
@@ -146,7 +148,7 @@ admit(struct server *sv)
       note_queue(sv, r, free, est, wm, "reaping");
       return;
     }
-    if(sv->running > 0 && free - est < wm){
+    if(sv->running > 0 && free - est < wm && !sv->overcommit){
       note_queue(sv, r, free, est, wm, "watermark");
       return;
     }
@@ -186,6 +188,8 @@ drain_until(struct server *sv, struct request *r)
     q->shared_kv = m.shared_kv;
     q->copied_kv = m.copied_kv;
     q->answer_fnv = (uint)m.answer_fnv;
+    q->paged_out = m.paged_out;
+    q->paged_in = m.paged_in;
   }
 }
 
@@ -223,8 +227,11 @@ reap(struct server *sv)
     return;
   }
   sv->recomputed++;
-  if(r->attempts >= MAX_ATTEMPTS)
-    llm_die("a worker was killed 4 times: request ", r->id);
+  if(sv->progress)
+    r->recomputed_tokens += sv->progress[i];
+  if(r->attempts >= (sv->overcommit ? MAX_ATTEMPTS_OVERCOMMIT : MAX_ATTEMPTS))
+    llm_die(sv->overcommit ? "a worker was killed 16 times: request "
+                           : "a worker was killed 4 times: request ", r->id);
   push_front(sv, i);
   long used = snapshot(sv, 0);
   printf("[smolserve] recompute id=%s attempt=%d t_ms=%ld running=%d queued=%d status=%d "
@@ -291,6 +298,25 @@ use_tokenizer(struct server *sv)
     make_chat_prompts(sv, &tok);
 }
 
+// --overcommit: a page every worker shares with the server whatever COW_ALLOC is (a
+// MAP_SHARED file page; fork shares file pages in every configuration), where each
+// worker counts the positions it has fed. A killed worker's count is what its request
+// feeds again. The file is unlinked at once: the mapping keeps it until exit.
+static void
+map_progress(struct server *sv)
+{
+  static char zero[MAX_REQ * sizeof(int)];
+  int fd = open(PROGRESS_FILE, O_CREATE | O_RDWR);
+  if(fd < 0 || write(fd, zero, sizeof(zero)) != sizeof(zero))
+    llm_die("cannot create ", PROGRESS_FILE);
+  void *p = mmap(0, sizeof(zero), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  unlink(PROGRESS_FILE);
+  if(p == (void *)-1)
+    llm_die("cannot map ", PROGRESS_FILE);
+  sv->progress = p;
+}
+
 // Load, check, allocate and touch everything; the baseline snapshot; then serve every
 // request; then the summary.
 void
@@ -307,6 +333,8 @@ serve(struct server *sv, const char *model, const char *name)
   memset(sv->tok, 0, longest * sizeof(int));
   if(pipe(sv->rep) < 0)
     llm_die("pipe failed", "");
+  if(sv->overcommit)
+    map_progress(sv);
   printf("[smolserve] workload name=%s requests=%d longest_max_len=%d\n", name, sv->n, longest);
   prefill_prefixes(sv);                          // before the baseline: held to the end
   if(kv_align_break() < 0)                       // workers' reservations start on a page
@@ -315,6 +343,7 @@ serve(struct server *sv, const char *model, const char *name)
   struct kv_layout slot;                         // one position of every region
   plan_kv(sv, 1, &slot);
   memstat(&m);
+  sv->ms0 = m;
   sv->t0 = clock_us();
   sv->total_pages = m.total_pages;
   sv->baseline_free = m.free_pages;

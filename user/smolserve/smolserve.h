@@ -11,6 +11,9 @@
 // request is expected to take, stay above a low watermark that leaves room for the
 // running requests to grow; beyond it requests wait in a queue. A worker killed before it
 // finished (out of memory, or the --test-kill hook) is run again later (recompute).
+// With --overcommit 1 it admits past what fits, so that memory pressure really happens:
+// without swap the kernel kills workers and they are recomputed, with swap the kernel
+// pages their cold KV pages out and in (docs/smolserve.md, "Overcommit").
 // Every line it prints is in docs/smolserve.md.
 //
 // One file a job: workload.c reads the workload, prefix.c finds and prefills the shared
@@ -34,7 +37,9 @@
 #define MAX_CHAT 256          // longest user message of a chat-style request
 #define ID_LEN 16             // longest request id, with its terminator
 #define MAX_WORKERS 48        // live workers (NPROC is 64: init, sh, the server, slack)
-#define MAX_ATTEMPTS 4        // a request killed this often is an error
+#define MAX_ATTEMPTS 4        // a request killed this often is an error ...
+#define MAX_ATTEMPTS_OVERCOMMIT 16   // ... or this often with --overcommit 1
+#define PROGRESS_FILE "/smolserve.progress"   // --overcommit: the workers' progress (unlinked)
 #define GROW_SLOTS 32         // the watermark keeps room for this many more rows per request
 #define WATERMARK_DIV 64      // ... on top of total_pages / WATERMARK_DIV
 #define MAX_FILE 65536        // longest workload file
@@ -62,6 +67,8 @@ struct request {
   long generated, mapped_pages, decode_us;
   long shared_kv, copied_kv;   // prefix KV pages it used without a copy, and copied
   uint answer_fnv;      // FNV-1a of the generated token ids: equal answers, equal hashes
+  long recomputed_tokens;      // positions its killed attempts had fed (fed again later)
+  long paged_out, paged_in;    // its finishing worker's pages written to / read from swap
 };
 
 // A prefix that requests share: the server feeds its tokens once, at positions 0..n-1,
@@ -93,6 +100,8 @@ struct msg {
   long shared_kv;       // DONE: the prefix's KV pages it still shares (COW_ALLOC=1)
   long copied_kv;       // DONE: the prefix's KV pages copied for it
   uint64 answer_fnv;    // DONE
+  long paged_out;       // DONE: its pages reclaim wrote to swap (memstat)
+  long paged_in;        // DONE: its pages read back from swap
 };
 
 // What the server owns; the workers inherit it with fork.
@@ -107,6 +116,10 @@ struct server {
   int kill_req;         // --test-kill: index + 1 of the request whose first worker dies
   int fill;             // --test-fill: first attempts write their whole reservation
   int share;            // --share-prefix: requests with the same prefix share it (default 1)
+  int overcommit;       // --overcommit: admit without the watermark
+  volatile int *progress;  // --overcommit: [MAX_REQ] positions the current attempt has fed,
+                        // a MAP_SHARED page of PROGRESS_FILE that every worker shares
+  struct memstat ms0;   // at the start line (the PRESSURE_SUMMARY's deltas)
   struct prefix px[MAX_PREFIX];
   int npx;
   int rep[2];           // every worker's DONE report (read end kept by the server)

@@ -17,28 +17,11 @@ is_eos(const struct server *sv, int tok)
   return tok == sv->eos[0] || tok == sv->eos[1];
 }
 
-// Feed the prompt from position from (the shared prefix's rows before it are there),
-// then each generated token (greedy): gen tokens, or until the eos (which is fed too)
-// within max_len. Every generated token is fed, so P + generated K/V rows are written.
-// Returns the tokens generated; *fnv gets the FNV-1a hash of their ids.
-static int
-generate(struct server *sv, const struct request *r, int from, uint64 *fnv)
+// This process's anonymous pages, resident or in swap.
+static long
+anon_pages(const struct memstat *m)
 {
-  struct sampler sp;
-  int P = r->n_prompt, limit = r->gen >= 0 ? P + r->gen : r->max_len, n = P;
-  sampler_init(&sp, 0.0f, 1, sv->probs, sv->mo.c.vocab_size);
-  memcpy(sv->tok, r->prompt, P * sizeof(int));
-  for(int pos = from; pos < n; pos++){
-    int more = pos == n - 1 && n < limit && !(r->gen < 0 && n > P && is_eos(sv, sv->tok[n - 1]));
-    forward(&sv->mo, &sv->s, sv->tok[pos], pos, more);
-    if(more)
-      sv->tok[n++] = sample(&sp, sv->s.logits);
-  }
-  uint h = 2166136261U;
-  for(const uchar *b = (const uchar *)(sv->tok + P); b < (const uchar *)(sv->tok + n); b++)
-    h = (h ^ *b) * 16777619U;
-  *fnv = h;
-  return n - P;
+  return (long)(m->mapped_pages + m->swapped_pages) - (long)m->file_pages;
 }
 
 // Store to every page of [p, p + len): under COW the process takes its copies now.
@@ -50,6 +33,38 @@ own_pages(void *p, uint64 len)
     c[off] = c[off];
   if(len)
     c[len - 1] = c[len - 1];
+}
+
+// Feed the prompt from position from (the shared prefix's rows before it are there),
+// then each generated token (greedy): gen tokens, or until the eos (which is fed too)
+// within max_len. Every generated token is fed, so P + generated K/V rows are written.
+// fill (the --test-fill hook), if not 0, is the reservation's fill_len bytes, written
+// whole once the prompt is fed, as a long answer would grow into it: a worker the kernel
+// kills then has the prompt to feed again. Returns the tokens generated; *fnv gets the
+// FNV-1a hash of their ids.
+static int
+generate(struct server *sv, const struct request *r, int from, char *fill, uint64 fill_len,
+         uint64 *fnv)
+{
+  struct sampler sp;
+  int P = r->n_prompt, limit = r->gen >= 0 ? P + r->gen : r->max_len, n = P;
+  sampler_init(&sp, 0.0f, 1, sv->probs, sv->mo.c.vocab_size);
+  memcpy(sv->tok, r->prompt, P * sizeof(int));
+  for(int pos = from; pos < n; pos++){
+    int more = pos == n - 1 && n < limit && !(r->gen < 0 && n > P && is_eos(sv, sv->tok[n - 1]));
+    forward(&sv->mo, &sv->s, sv->tok[pos], pos, more);
+    if(sv->progress)                          // lost if this worker is killed: recomputed
+      sv->progress[r - sv->rq] = pos + 1 - from;
+    if(fill && pos == P - 1)
+      own_pages(fill, fill_len);
+    if(more)
+      sv->tok[n++] = sample(&sp, sv->s.logits);
+  }
+  uint h = 2166136261U;
+  for(const uchar *b = (const uchar *)(sv->tok + P); b < (const uchar *)(sv->tok + n); b++)
+    h = (h ^ *b) * 16777619U;
+  *fnv = h;
+  return n - P;
 }
 
 // A forked worker for request i (never returns): reserve the KV cache with one sbrk (or,
@@ -92,9 +107,6 @@ worker(struct server *sv, int i, int ack)
   close(ack);
   if(sv->kill_req == i + 1 && r->attempts == 1)
     kill(getpid());                            // test hook: die as the kernel kills
-  if(sv->fill && r->attempts == 1)             // test hook: grow as a long answer would
-    for(uint64 off = 0; off < kl.bytes; off += PGSIZE)
-      base[off] = 0;
   kv_place(&kl, base, &sv->s.key_cache, &sv->s.value_cache);
   // What generating writes besides the KV cache, copied now: the COW copies counted
   // below are then the prefix's KV pages this request writes into.
@@ -103,11 +115,16 @@ worker(struct server *sv, int i, int ack)
   own_pages(sv->tok, (uint64)kl.seq_len * sizeof(int));
   memstat(&m1);
   uint64 t = clock_us();
-  m.generated = generate(sv, r, px ? px->n : 0, &m.answer_fnv);
+  char *fill = sv->fill && r->attempts == 1 ? base : 0;   // test hook, see generate()
+  m.generated = generate(sv, r, px ? px->n : 0, fill, kl.bytes, &m.answer_fnv);
   m.decode_us = clock_us() - t;
   memstat(&m2);
   m.kind = MSG_DONE;
-  m.mapped = (long)m2.mapped_pages - (long)m0.mapped_pages;
+  // Its pages in swap are its own too (memstat counts them apart from the mapped ones);
+  // the model's file pages are not (reclaim may have dropped some before either count).
+  m.mapped = anon_pages(&m2) - anon_pages(&m0);
+  m.paged_out = m2.paged_out;
+  m.paged_in = m2.paged_in;
   if(px){       // its own KV pages: those it mapped, and the prefix's it copied
     long copies = (long)m2.cow_copies - (long)m1.cow_copies;
     m.copied_kv = m0.cow_alloc ? copies : px->mapped_pages;
