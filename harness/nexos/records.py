@@ -365,6 +365,32 @@ class ServeSummary:
 
 
 @dataclass(frozen=True)
+class ServePressure:
+    """A `pressure` line (`--overcommit 1`): what memory pressure cost one request."""
+
+    id: str
+    attempts: int
+    recomputed_tokens: int
+    paged_out: int
+    paged_in: int
+
+
+@dataclass(frozen=True)
+class PressureSummary:
+    """The PRESSURE_SUMMARY line (`--overcommit 1`): recompute and swap over the whole run
+    (docs/smolserve.md, "Overcommit")."""
+
+    completed: int
+    recomputed: int
+    recomputed_tokens: int
+    swap_slots: int
+    swap_outs: int
+    swap_ins: int
+    dropped_file_pages: int
+    wall_ms: int
+
+
+@dataclass(frozen=True)
 class ServeMemory:
     """The `memory` line: free pages at the baseline and after every worker was reaped."""
 
@@ -385,6 +411,8 @@ class ServeResult:
     error: str | None
     prefixes: tuple[ServePrefix, ...] = ()
     prefix_summary: PrefixSummary | None = None
+    pressure: tuple[ServePressure, ...] = ()
+    pressure_summary: PressureSummary | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -397,6 +425,9 @@ class ServeResult:
             "summary": None if self.summary is None else asdict(self.summary),
             "prefix_summary": (None if self.prefix_summary is None
                                else asdict(self.prefix_summary)),
+            "pressure": [asdict(p) for p in self.pressure],
+            "pressure_summary": (None if self.pressure_summary is None
+                                 else asdict(self.pressure_summary)),
             "memory": None if self.memory is None else asdict(self.memory),
         }
 

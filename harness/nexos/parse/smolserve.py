@@ -31,9 +31,11 @@ from nexos.parse.core import (
 )
 from nexos.records import (
     PrefixSummary,
+    PressureSummary,
     ServeEvent,
     ServeMemory,
     ServePrefix,
+    ServePressure,
     ServeRequest,
     ServeResult,
     ServeStart,
@@ -76,6 +78,11 @@ LINE_KEYS: Keys = {
                        ("prefill_tokens_saved", INT), ("prefix_kv_pages", INT),
                        ("shared_kv_pages", INT), ("copied_kv_pages", INT),
                        ("kv_pages_saved", INT)),
+    "pressure": (("id", ID), ("attempts", INT), ("recomputed_tokens", INT),
+                 ("paged_out", INT), ("paged_in", INT)),
+    "PRESSURE_SUMMARY": (("completed", INT), ("recomputed", INT), ("recomputed_tokens", INT),
+                         ("swap_slots", INT), ("swap_outs", INT), ("swap_ins", INT),
+                         ("dropped_file_pages", INT), ("wall_ms", INT)),
     "memory": (("baseline_free_pages", INT), ("final_free_pages", INT),
                ("leaked_pages", INT)),
 }
@@ -91,7 +98,8 @@ EVENT_KINDS = ("admit", "queue", "finish", "recompute")
 MODE_LINES: Modes = {
     "serve": ((("loading",), 1, 1), (("workload",), 1, 1), (("prefix",), 0, MANY),
               (("start",), 1, 1), (EVENT_KINDS, 0, MANY), (("request",), 1, MANY),
-              (("SERVE_SUMMARY",), 1, 1), (("PREFIX_SUMMARY",), 1, 1), (("memory",), 1, 1)),
+              (("SERVE_SUMMARY",), 1, 1), (("PREFIX_SUMMARY",), 1, 1), (("pressure",), 0, MANY),
+              (("PRESSURE_SUMMARY",), 0, 1), (("memory",), 1, 1)),
 }
 
 SCHEMA = Schema("smolserve", LINE_KEYS, FIXED_LINES, MODE_LINES, TRAILERS)
@@ -101,8 +109,9 @@ SCHEMA = Schema("smolserve", LINE_KEYS, FIXED_LINES, MODE_LINES, TRAILERS)
 # The lines printed once that are a record each: kind -> (ServeResult field, record type).
 ONCE_LINES = {"SERVE_SUMMARY": ("summary", ServeSummary),
               "PREFIX_SUMMARY": ("prefix_summary", PrefixSummary),
+              "PRESSURE_SUMMARY": ("pressure_summary", PressureSummary),
               "memory": ("memory", ServeMemory)}
-MANY_LINES = EVENT_KINDS + ("request", "prefix")
+MANY_LINES = EVENT_KINDS + ("request", "prefix", "pressure")
 
 
 def _start(workload: dict[str, Value], start: dict[str, Value]) -> ServeStart:
@@ -127,6 +136,8 @@ def serve_result(records: list[Record]) -> ServeResult:
                        for r in records if r.kind == "request"),
         prefixes=tuple(ServePrefix(**r.fields)  # type: ignore[arg-type]
                        for r in records if r.kind == "prefix"),
+        pressure=tuple(ServePressure(**r.fields)  # type: ignore[arg-type]
+                       for r in records if r.kind == "pressure"),
         error=None if error is None else str(error), **parts)  # type: ignore[arg-type]
 
 
