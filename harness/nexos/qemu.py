@@ -441,10 +441,13 @@ class QemuSession:
         got = (boot.lazy, boot.cow, boot.cpus, boot.mem, boot.swap)
         exp = (want.lazy, want.cow, want.cpus, want.memsize, want.swapsize)
         if got != exp:
+            # a kernel from before swap prints no swap= at all: say so, it is not a size typo
+            hint = (" (this kernel prints no swap=: it has no swap support)"
+                    if want.swapsize and " swap=" not in boot.line else "")
             raise BootMismatch(
                 f"boot line `{boot.line}` does not match the requested LAZY_ALLOC={want.lazy} "
                 f"COW_ALLOC={want.cow} cpus={want.cpus} mem={want.memsize}M "
-                f"swap={want.swapsize}M", boot.line)
+                f"swap={want.swapsize}M{hint}", boot.line)
 
     def _open_transcript(self, cmd: list[str]) -> None:
         t = self._transcript_arg
