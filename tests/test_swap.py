@@ -265,11 +265,14 @@ def test_boot_line_says_the_swap(build_kernel, repo, swapsize):
         assert s.boot is not None
         assert s.boot.line == f"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem={MEMSIZE}M " \
                               f"swap={swapsize}M"
-        out = s.run("swaptest", timeout=60).output
+        out = s.run("swaptest" if swapsize == 0 else "swaptest -q nosuch", timeout=60).output
     if swapsize == 0:  # nothing to test, said in one line, and no verdict to count
         assert out.strip().splitlines() == [
             "swaptest: no swap (swap_slots=0): nothing to test; boot with a swap disk "
             "(make qemu SWAPSIZE=MiB, nexos run --swap MiB)"]
+    else:
+        assert out.strip().splitlines() == [
+            "swaptest: no test named nosuch (pattern, fork, exit, full)", "SOME TESTS FAILED"]
 
 
 HEADER_RE = re.compile(r"^swaptest: total_pages=(\d+) swap_slots=(\d+) swap_slots_used=(\d+) "
