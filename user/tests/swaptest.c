@@ -97,16 +97,28 @@ static char *align_heap(void)
   return sbrk(0);
 }
 
-// Grow the heap by n pages in steps sbrk's int can take; returns the first new page.
-static char *grow(uint64 n)
+// Grow the heap by n pages in steps sbrk's int can take; returns the first new page, or 0
+// when an sbrk fails (*done then says how many pages it got). For the children of a test,
+// which report by exit status.
+static char *try_grow(uint64 n, uint64 *done)
 {
   char *base = align_heap();
-  for (uint64 done = 0; done < n; ) {
-    uint64 k = n - done > STEP_PAGES ? STEP_PAGES : n - done;
-    CHECK(sbrk((int)(k * PGSIZE)) != (char *)-1, "sbrk failed after %ld of %ld pages",
-          (long)done, (long)n);
-    done += k;
+  for (*done = 0; *done < n; ) {
+    uint64 k = n - *done > STEP_PAGES ? STEP_PAGES : n - *done;
+    if (sbrk((int)(k * PGSIZE)) == (char *)-1)
+      return 0;
+    *done += k;
   }
+  return base;
+}
+
+// try_grow, failing the test when an sbrk fails.
+static char *grow(uint64 n)
+{
+  uint64 done;
+  char *base = try_grow(n, &done);
+  CHECK(base != 0, "sbrk failed after %ld of %ld pages (%ld at a time)", (long)done, (long)n,
+        (long)STEP_PAGES);
   return base;
 }
 
@@ -264,12 +276,17 @@ static void exittest(void)
   CHECK(pid >= 0, "fork");
   if (pid == 0) {
     struct memstat m;
-    fill(grow(n), 0, n, 1, SEED_A);
+    uint64 done;
+    char *p = try_grow(n, &done);
+    if (p == 0)
+      exit(4);
+    fill(p, 0, n, 1, SEED_A);
     msnap(&m);
     exit(m.swapped_pages > 0 ? 0 : 3);
   }
   CHECK(wait(&st) == pid, "wait returned the wrong pid");
-  CHECK(st == 0, "child status %d (3: it had no pages in swap)", st);
+  CHECK(st == 0, "child status %d (3: it had no pages in swap; 4: an sbrk of %ld pages at a "
+        "time failed before %ld)", st, (long)STEP_PAGES, (long)n);
   msnap(&m1);
   CHECK(delta(m0.swap_outs, m1.swap_outs) > 0, "no swap_outs with 2x RAM in use");
   check_returned(&m0, &m1, "after the child exited");
@@ -281,7 +298,8 @@ static void exittest(void)
 // A child wants more than RAM and swap together. LAZY_ALLOC=1: its sbrk succeeds and the
 // fault that finds both full kills it (status -1). LAZY_ALLOC=0: an sbrk fails once both are
 // full, changing nothing, and it exits 8 (9: never refused; 10: the failed sbrk changed its
-// size; 11: refused before it had more than RAM). Everything comes back; the kernel lives.
+// size; 11: refused before it had more than RAM; 6: LAZY_ALLOC=1 refused the sbrk itself).
+// Everything comes back; the kernel lives.
 static void full(void)
 {
   struct memstat m0, m1;
@@ -296,7 +314,9 @@ static void full(void)
     struct memstat a, b;
     char *base = align_heap();
     if (m0.lazy_alloc) {
-      grow(want);
+      uint64 done;
+      if (try_grow(want, &done) == 0)
+        exit(6);
       for (uint64 pg = 0; pg < want; pg++)
         *(uint64 *)(base + pg * PGSIZE) = pg;
       exit(7);
