@@ -272,7 +272,8 @@ def test_boot_line_says_the_swap(build_kernel, repo, swapsize):
             "(make qemu SWAPSIZE=MiB, nexos run --swap MiB)"]
     else:
         assert out.strip().splitlines() == [
-            "swaptest: no test named nosuch (pattern, fork, exit, full)", "SOME TESTS FAILED"]
+            "swaptest: no test named nosuch (pattern, bigsbrk, fork, exit, full)",
+            "SOME TESTS FAILED"]
 
 
 HEADER_RE = re.compile(r"^swaptest: total_pages=(\d+) swap_slots=(\d+) swap_slots_used=(\d+) "
@@ -305,12 +306,15 @@ def test_swaptest(build_kernel, repo, lazy, cow):
     assert (int(head[4]), int(head[5])) == (lazy, cow)
     assert slots == SWAPSIZE * 256  # one 4 KiB slot per page of the disk
     t = ok_lines(out)
-    assert set(t) == {"pattern", "fork", "exit", "full"}, out
+    assert set(t) == {"pattern", "bigsbrk", "fork", "exit", "full"}, out
     p = t["pattern"]
     assert (int(p["pages"]), int(p["ram_pages"])) == (3 * ram, ram)
     assert int(p["words"]) == 3 * ram * 512 and p["bad_words"] == "0"
     assert int(p["swap_outs"]) >= 2 * ram - ram // 8  # at least what never fit in RAM
     assert int(p["swap_ins"]) > 0 and int(p["swapped"]) > 0
+    b = t["bigsbrk"]  # one sbrk of 1.5x RAM (LAZY_ALLOC=0 maps it all in that call)
+    assert int(b["pages"]) == 3 * ram // 2 and b["bad_words"] == "0"
+    assert int(b["swap_outs"]) > 0
     f = t["fork"]
     assert int(f["pages"]) == 2 * ram and f["bad_words"] == "0" and int(f["swap_outs"]) > 0
     assert int(t["exit"]["pages"]) == 2 * ram and int(t["exit"]["swap_outs"]) > 0

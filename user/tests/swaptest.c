@@ -4,7 +4,7 @@
 //
 //   swaptest           run every test
 //   swaptest -q        the quick ones (all but full)
-//   swaptest NAME...   only those: pattern, fork, exit, full
+//   swaptest NAME...   only those: pattern, bigsbrk, fork, exit, full
 //
 // The first line says what the kernel has (swaptest: total_pages=.. swap_slots=.. ...). Then
 // one line per test, "test NAME: OK key=value ..." with the numbers it saw, or "test NAME:
@@ -20,7 +20,10 @@
 
 #include "user/tests/testlib.h"
 
-#define STEP_PAGES 65536UL  // the most one sbrk() takes here: 256 MiB, well inside its int
+// The heaps grow by this much per sbrk() (16 MiB, far below RAM), so that only bigsbrk
+// depends on one eager sbrk being able to exceed RAM.
+#define STEP_PAGES 4096UL
+#define MAX_SBRK_PAGES (0x7fffffffUL / PGSIZE)  // the most one sbrk()'s int can ask for
 #define WORDS (PGSIZE / sizeof(uint64))
 #define SEED_A 1
 #define SEED_B 2
@@ -221,6 +224,42 @@ static void patterntest(void)
           delta(m0.swap_ins, m2.swap_ins));
 }
 
+// One sbrk of 1.5x RAM: with LAZY_ALLOC=0 it maps every page at once, so the kernel must
+// page out pages of the very call that maps them; with LAZY_ALLOC=1 it maps nothing. Then
+// every word written and read back.
+static void bigsbrk(void)
+{
+  struct memstat m0, m1, m2;
+  uint64 n, bad;
+  char *p;
+
+  msnap2(&m0);
+  n = fit(&m0, m0.total_pages * 3 / 2, 8);
+  if (n > MAX_SBRK_PAGES)
+    n = MAX_SBRK_PAGES;
+  align_heap();
+  p = sbrk((int)(n * PGSIZE));
+  CHECK(p != (char *)-1, "one sbrk of %ld pages failed (RAM %ld pages, %ld free, %ld of %ld "
+        "swap slots free)", (long)n, (long)m0.total_pages, (long)m0.free_pages,
+        (long)(m0.swap_slots - m0.swap_slots_used), (long)m0.swap_slots);
+  msnap(&m1);
+  CHECK(held(&m1) - held(&m0) == (m0.lazy_alloc ? 0 : (long)n),
+        "sbrk of %ld pages: mapped+swapped grew by %ld (LAZY_ALLOC=%d)", (long)n,
+        held(&m1) - held(&m0), m0.lazy_alloc);
+  fill(p, 0, n, 1, SEED_B);
+  bad = verify(p, 0, n, 1, SEED_B);
+  msnap(&m2);
+  shrink(n);
+  CHECK(bad == 0, "%ld of %ld words wrong; first: page %ld word %ld", (long)bad,
+        (long)nwords(0, n, 1), (long)bad_page, (long)bad_word);
+  CHECK(delta(m0.swap_outs, m2.swap_outs) > 0, "no swap_outs with 1.5x RAM in use");
+  msnap(&m1);
+  check_returned(&m0, &m1, "after the shrink");
+  fprintf(stats_fd, "pages=%ld ram_pages=%ld words=%ld bad_words=0 swap_outs=%ld swap_ins=%ld",
+          (long)n, (long)m0.total_pages, (long)nwords(0, n, 1), delta(m0.swap_outs, m2.swap_outs),
+          delta(m0.swap_ins, m2.swap_ins));
+}
+
 // A 2x RAM heap forked: the child sees every word, overwrites every 8th page and reads its
 // own writes; the parent's pattern is untouched. With COW_ALLOC=0 the fork copies it all.
 static void forktest(void)
@@ -362,6 +401,7 @@ struct swtest {
 
 static const struct swtest tests[] = {
   { "pattern", patterntest, 1 },
+  { "bigsbrk", bigsbrk, 1 },
   { "fork", forktest, 1 },
   { "exit", exittest, 1 },
   { "full", full, 0 },
@@ -430,7 +470,8 @@ int main(int argc, char **argv)
     for (const struct swtest *t = tests; t->name; t++)
       known |= strcmp(argv[i], t->name) == 0;
     if (!known) {
-      printf("swaptest: no test named %s (pattern, fork, exit, full)\nSOME TESTS FAILED\n",
+      printf("swaptest: no test named %s (pattern, bigsbrk, fork, exit, full)\n"
+             "SOME TESTS FAILED\n",
              argv[i]);
       exit(1);
     }
