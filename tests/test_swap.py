@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import nexos.cli as cli_mod
+from conftest import boot_to_shell, copy_checkout, make_qemu
 from nexos.cli import cli
 from nexos.config import BuildConfig, ConfigError, matrix
 from nexos.parse import find_panic, parse_boot_line
@@ -274,6 +276,20 @@ def test_boot_line_says_the_swap(build_kernel, repo, swapsize):
         assert out.strip().splitlines() == [
             "swaptest: no test named nosuch (pattern, bigsbrk, fork, exit, full)",
             "SOME TESTS FAILED"]
+
+
+@pytest.mark.qemu  # make qemu boots the kernel (no kernel fixture says so)
+def test_make_qemu_with_swapsize_boots_with_swap(tmp_path):
+    """In a copy of the checkout (`make qemu` boots fs.img read-write, and QEMU's image lock
+    would stop other tests' boots of a shared one): the kernel finds the disk make made."""
+    tree = copy_checkout(tmp_path, share_models=True)
+    with make_qemu(["qemu", "LAZY_ALLOC=1", "COW_ALLOC=1", f"MEMSIZE={MEMSIZE}", "SWAPSIZE=64",
+                    f"PYTHON={sys.executable}"], tree, timeout=600) as child:
+        boot_to_shell(child, f"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem={MEMSIZE}M swap=64M")
+        child.sendline("echo swapped")
+        child.expect(r"swapped\r\n\$ ")
+    img = tree / "build" / f"lazy1-cow1-mem{MEMSIZE}" / "swap-64M.img"
+    assert img.stat().st_size == 64 << 20
 
 
 HEADER_RE = re.compile(r"^swaptest: total_pages=(\d+) swap_slots=(\d+) swap_slots_used=(\d+) "
