@@ -65,42 +65,49 @@ consolewrite(int user_src, uint64 src, int n)
 
 // Contract: devsw read: copy at most one line (at most n bytes) to dst, sleeping until a
 // line is complete. Returns the bytes copied; 0 at end of file (^D on an empty line);
-// -1 if the process is killed while waiting.
+// -1 if the process is killed while waiting. The bytes go through a buffer on the kernel
+// stack and are copied out with cons.lock released: dst may be paged out (swap.c), and
+// reading it back sleeps.
 static int
 consoleread(int user_dst, uint64 dst, int n)
 {
-  int want = n;
+  char chunk[INPUT_BUF_SIZE];
+  int got = 0, done = 0;
 
-  acquire(&cons.lock);
-  while(n > 0){
-    while(cons.r == cons.w){
-      if(killed(myproc())){
-        release(&cons.lock);
-        return -1;
+  while(!done && got < n){
+    int k = 0;
+    acquire(&cons.lock);
+    while(!done && k < sizeof(chunk) && got + k < n){
+      if(cons.r == cons.w){
+        if(k > 0)
+          break;          // copy out what we have before sleeping for more
+        if(killed(myproc())){
+          release(&cons.lock);
+          return -1;
+        }
+        sleep(&cons.r, &cons.lock);
+        continue;
       }
-      sleep(&cons.r, &cons.lock);
+      int c = cons.buf[cons.r % INPUT_BUF_SIZE];
+      cons.r++;
+      uartrxpause(0);   // there is room again for input held back in the UART
+      if(c == C('D')){
+        // End of file. If some bytes were already read, leave the ^D for the next
+        // read so that it returns 0.
+        if(got + k > 0)
+          cons.r--;
+        done = 1;
+      } else {
+        chunk[k++] = c;
+        done = c == '\n';
+      }
     }
-    int c = cons.buf[cons.r % INPUT_BUF_SIZE];
-    cons.r++;
-    uartrxpause(0);   // there is room again for input held back in the UART
-
-    if(c == C('D')){
-      // End of file. If some bytes were already read, leave the ^D for the next
-      // read so that it returns 0.
-      if(n < want)
-        cons.r--;
+    release(&cons.lock);
+    if(k > 0 && either_copyout(user_dst, dst + got, chunk, k) == -1)
       break;
-    }
-    char ch = c;
-    if(either_copyout(user_dst, dst, &ch, 1) == -1)
-      break;
-    dst++;
-    n--;
-    if(c == '\n')
-      break;
+    got += k;
   }
-  release(&cons.lock);
-  return want - n;
+  return got;
 }
 
 // Contract: erase the last unfinished character, on screen and in the buffer; 0 if none.

@@ -9,6 +9,7 @@ struct spinlock;
 struct sleeplock;
 struct stat;
 struct superblock;
+struct pageout;
 struct memstat;
 
 // bio.c
@@ -70,6 +71,7 @@ void            kfree(void *);         // drop one reference; the page is freed 
 void            krefinc_ptes(pte_t *, int n); // one more reference per valid PTE's page (COW fork)
 int             kshared_ptes(pte_t *, int n); // leaves of a table mapping shared pages
 int             krefcount(void *);     // current references to an allocated page
+int             ksoleref(void *);      // exactly one reference? (lockless; see kalloc.c)
 void            krefinc(void *);       // one more reference to an allocated page
 uint64          kfreepages(void);      // pages on the free list
 uint64          ktotalpages(void);     // pages the allocator manages
@@ -130,11 +132,13 @@ void            initlock(struct spinlock*, char*);
 void            release(struct spinlock*);
 void            push_off(void);
 void            pop_off(void);
+int             holding_spinlocks(void);  // 1: this hart must not sleep now
 
 // sleeplock.c
 void            acquiresleep(struct sleeplock*);
 void            releasesleep(struct sleeplock*);
 int             holdingsleep(struct sleeplock*);
+int             tryacquiresleep(struct sleeplock*);  // 1 if taken; never sleeps
 void            initsleeplock(struct sleeplock*, char*);
 
 // string.c
@@ -189,6 +193,10 @@ int             growproc(int n);    // sbrk: eager or lazy growth by policy; -1 
 // Returns 0 when the access can be retried, -1 when p must be killed.
 int             vmfault(struct proc *p, uint64 va, int is_store);
 void            vmstat(struct proc *p, struct memstat *ms);  // fill the memstat snapshot
+uint64          uvmpageout(pagetable_t, uint64 va, int maxscan, struct pageout *, int nout,
+                           int *n, int *nscan);  // reclaim's clock over one page table
+int             vmreserve(uint64 npages);  // reclaim until npages are free above the low mark
+uint64          uvmforkpages(struct proc *p);  // pages a fork of p will allocate
 int             copyout(pagetable_t, uint64 dstva, char *src, uint64 len);
 int             copyin(pagetable_t, char *dst, uint64 srcva, uint64 len);
 int             copyinstr(pagetable_t, char *dst, uint64 srcva, uint64 max);
@@ -204,7 +212,21 @@ int             pagecache_pages(void);
 int             mmapfault(struct proc *p, uint64 va, pte_t *pte);
 int             mmap_fork(struct proc *p, struct proc *np);
 void            mmap_unmapall(struct proc *p);
+void            mmap_trim(struct proc *p, uint64 va);  // reclaim dropped a file page
 uint64          mmap_floor(struct proc *p);
+
+// swap.c -- the swap disk's slots, and reclaim (see swap.c)
+
+void            swapinit(void);
+int             swap_mb(void);           // swap size, for the boot line
+long            swap_alloc(void);        // a free slot with one reference, or -1
+void            swap_dup(uint64 slot);   // one more reference (fork)
+void            swap_put(uint64 slot);   // one reference fewer; the last frees the slot
+void            swap_read(uint64 slot, char **pa, int n);  // n slots from slot; sleeps
+int             reclaim(int want);       // page out up to want pages; sleeps
+uint64          swap_low(void);          // the free-page low watermark
+uint64          swap_free_slots(void);
+void            swapstat(struct memstat *);
 
 // plic.c
 void            plicinit(void);
@@ -215,7 +237,9 @@ void            plic_complete(int);
 // virtio_disk.c
 void            virtio_disk_init(void);
 void            virtio_disk_rw(struct buf *, int write);
-void            virtio_disk_intr(void);
+void            virtio_disk_intr(int dev);
+uint64          virtio_disk_blocks(int dev);   // capacity in blocks; 0: no such disk
+void            virtio_disk_pages(int dev, uint64 blockno, void **pa, int n, int write); // swap
 
 // number of elements in fixed-size array
 #define NELEM(x) (sizeof(x)/sizeof((x)[0]))

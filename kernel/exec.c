@@ -183,6 +183,7 @@ exec(char *path, char **argv)
 
   // Commit: nothing can fail from here on.
   safestrcpy(p->name, lastelem(path), sizeof(p->name));
+  acquiresleep(&p->vmlock);   // reclaim keeps off while the old image goes
   mmap_unmapall(p);           // the old image's mappings go (shared pages written back)
   pagetable_t oldpagetable = p->pagetable;
   uint64 oldsz = p->sz;
@@ -195,6 +196,7 @@ exec(char *path, char **argv)
   memset(p->trapframe->fregs, 0, sizeof(p->trapframe->fregs));
   p->trapframe->fcsr = 0;     // FP state of a fresh program: all zero
   proc_freepagetable(oldpagetable, oldsz);
+  releasesleep(&p->vmlock);
   return argc;
 
  bad:

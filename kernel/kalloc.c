@@ -183,6 +183,18 @@ krefcount(void *pa)
   return n;
 }
 
+// Contract: 1 if the allocated page pa has exactly one reference, read without kmem.lock:
+// reclaim's test (vm.c's uvmpageout) on every page it passes, where a lock per page
+// would cost more than the rest of the scan. Sound only where the caller's own reference
+// pins the page and no new reference can appear meanwhile: reclaim holds the owner's
+// vmlock (no fork of that table) and skips file pages (the page cache's), so a count
+// read as 1 stays 1; a count that falls meanwhile only makes it skip a page.
+int
+ksoleref(void *pa)
+{
+  return __atomic_load_n(&refs[pageindex(pa, "ksoleref: bad page")], __ATOMIC_RELAXED) == 1;
+}
+
 // Contract: how many valid user (PTE_U) leaves of ptes[0..n) map a page with more than
 // one reference: memstat's shared_pages, one acquire per level-0 table. A statistic:
 // the counts may change as soon as the lock is dropped.

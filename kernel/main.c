@@ -48,9 +48,10 @@ main(void)
     fileinit();
     pagecacheinit();
     virtio_disk_init();
+    swapinit();
     userinit();
-    printf("nexos: LAZY_ALLOC=%d COW_ALLOC=%d cpus=%d mem=%dM\n",
-           LAZY_ALLOC, COW_ALLOC, nharts(), MEMSIZE_MB);
+    printf("nexos: LAZY_ALLOC=%d COW_ALLOC=%d cpus=%d mem=%dM swap=%dM\n",
+           LAZY_ALLOC, COW_ALLOC, nharts(), MEMSIZE_MB, swap_mb());
     __sync_synchronize();
     started = 1;
   } else {

@@ -6,7 +6,8 @@
 //   0x02000000 CLINT (core-local interruptor)
 //   0x0C000000 PLIC  (platform-level interrupt controller)
 //   0x10000000 UART0 (16550)
-//   0x10001000 virtio-mmio disk
+//   0x10001000 virtio-mmio disk (the file system)
+//   0x10002000 virtio-mmio disk (swap, when QEMU has a second drive)
 //   0x80000000 RAM: the kernel's text and data, then free pages up to PHYSTOP
 #include "kernel/param.h"
 
@@ -15,6 +16,9 @@
 
 #define VIRTIO0     0x10001000L
 #define VIRTIO0_IRQ 1
+
+#define VIRTIO1     0x10002000L
+#define VIRTIO1_IRQ 2
 
 #define CLINT 0x2000000L
 

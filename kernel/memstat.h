@@ -23,9 +23,9 @@ struct memstat {
   uint64 file_pages;   // this process's mapped leaves that map a page-cache page (PTE_FILE:
                        // mmap'd file pages not yet copied by a private store)
   uint64 pagecache_pages; // pages the page cache holds (whole system; kernel/pagecache.c)
-  uint64 swapped_pages;      // this process's pages now in swap (PTEs paged out)
+  uint64 swapped_pages;      // this process's pages now in swap (paged-out PTEs; kernel/swap.c)
   uint64 swap_slots_used;    // swap slots in use (whole system)
-  uint64 swap_slots;         // swap slots there are (whole system; 0: no swap)
+  uint64 swap_slots;         // swap slots there are (whole system; 0: no swap disk)
   uint64 swap_ins;           // pages read back from swap since boot (whole system)
   uint64 swap_outs;          // pages written to swap since boot (whole system)
   uint64 dropped_file_pages; // clean file pages reclaim unmapped since boot (whole system)

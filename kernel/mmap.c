@@ -9,7 +9,8 @@
 //   MAP_PRIVATE  the cached page, read-only, with PTE_COW if PROT_WRITE: the first store
 //                copies it through vm.c's cowfault(), as for a COW fork page.
 // Policy, as in vm.c: LAZY_ALLOC=1 maps each page on its first touch (vmfault calls
-// mmapfault); LAZY_ALLOC=0 maps the whole region in sys_mmap.
+// mmapfault); LAZY_ALLOC=0 maps the whole region in sys_mmap. In both, a clean page that
+// reclaim dropped (swap.c) is mapped again on its next touch.
 //
 // Invariants:
 //   - Regions lie in [PGROUNDUP(sz), TRAPFRAME), do not overlap, and are page-aligned;
@@ -184,10 +185,14 @@ writeback(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
 
 // Contract: remove [lo, hi) (page-aligned, inside region v, a prefix or a suffix of it or
 // all of it) from p: write back, unmap, trim the page cache, shrink v, and close the
-// file when nothing is left. The caller holds no lock.
+// file when nothing is left. The caller holds no spinlock; it runs under p->vmlock
+// (taken here unless exit or exec holds it), so reclaim leaves p's PTEs alone meanwhile.
 static void
 unmaprange(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
 {
+  int mine = holdingsleep(&p->vmlock);
+  if(!mine)
+    acquiresleep(&p->vmlock);
   if(v->flags & MAP_SHARED)
     writeback(p, v, lo, hi);
   // LAB mmap: begin unmap, trim the page cache, shrink the region, close the file
@@ -206,6 +211,21 @@ unmaprange(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
     fileclose(f);
   }
   // LAB mmap: end
+  if(!mine)
+    releasesleep(&p->vmlock);
+}
+
+// Contract: reclaim (swap.c) dropped p's PTE for the file page at va, in one of p's
+// regions, and gave back its reference: let the page cache free that page if nobody else
+// maps it now. Caller holds p->vmlock (p's regions stay) and no spinlock.
+void
+mmap_trim(struct proc *p, uint64 va)
+{
+  struct vma *v = findvma(p, va);
+  if(v == 0)
+    return;
+  uint64 pgno = (v->off + (PGROUNDDOWN(va) - v->start)) / PGSIZE;
+  pagecache_trim(v->f->ip, pgno, pgno + 1);
 }
 
 // Contract: remove every region of p (exit, and exec for the old image), writing back

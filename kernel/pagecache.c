@@ -13,7 +13,7 @@
 //     one) goes away, after its PTEs are gone. Every PTE reference that is dropped
 //     belongs to a process that still has the region over that page (munmap, exit,
 //     exec, or a private store that copied the page), and that region's removal trims
-//     the page. So a page lives in the cache exactly while some mapping may use it,
+//     the page; reclaim, which drops a clean page's PTE, trims it at once (mmap_trim). So a page lives in the cache exactly while some mapping may use it,
 //     and free pages return to their baseline when the last mapping goes.
 //
 // Locking:

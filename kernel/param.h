@@ -6,6 +6,7 @@
 #define NINODE       50   // in-memory inodes
 #define NDEV         10   // device major numbers
 #define ROOTDEV       1   // device number of the root file system
+#define NDISK         2   // virtio disks: 0 the file system's, 1 swap (optional)
 #define MAXARG       32   // exec arguments
 #define MAXOPBLOCKS  24   // most blocks one file-system operation writes (deleting a file on a 2 GiB image needs 16 bitmap blocks + 4)
 #define LOGSIZE      (MAXOPBLOCKS*3)  // blocks in the on-disk log

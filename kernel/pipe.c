@@ -13,8 +13,10 @@
 //     last fileclose() calls pipeclose() once. The second pipeclose() frees p. A process
 //     inside piperead()/pipewrite() holds a reference to its end (its ofile[] slot),
 //     so p is never freed under it.
-//   - copyin()/copyout() run with p->lock held. That is allowed because they never
-//     sleep: a lazy or COW fault they resolve (vm.c) only allocates a page.
+//   - copyin()/copyout() never run with p->lock held: the user's buffer may be paged out
+//     (swap.c), and reading it back sleeps. Bytes go through a PIPECHUNK-byte buffer on
+//     the kernel stack instead: copied in before the lock is taken, or copied out of the
+//     queue under the lock and to the user after it is released.
 
 #include "kernel/types.h"
 #include "kernel/riscv.h"
@@ -28,6 +30,7 @@
 
 #define PIPEPAGES 4                      // buffer pages per pipe
 #define PIPESIZE  (PIPEPAGES * PGSIZE)   // 16 KiB
+#define PIPECHUNK 512                    // bytes copied to or from user memory at a time
 
 struct pipe {
   struct spinlock lock;   // protects everything below
@@ -120,6 +123,34 @@ pagerun(uint64 pos, uint64 n)
   return n < left ? n : left;
 }
 
+// Contract: move the n bytes at src into the queue at position nwrite. Caller holds
+// p->lock and made sure there is room (n <= PIPESIZE - queued).
+static void
+enqueue(struct pipe *p, char *src, uint64 n)
+{
+  while(n > 0){
+    uint64 m = pagerun(p->nwrite, n);
+    memmove(p->page[(p->nwrite % PIPESIZE) / PGSIZE] + p->nwrite % PGSIZE, src, m);
+    p->nwrite += m;
+    src += m;
+    n -= m;
+  }
+}
+
+// Contract: copy the n queued bytes from position pos to dst, leaving them queued.
+// Caller holds p->lock; n <= nwrite - pos.
+static void
+peek(struct pipe *p, uint64 pos, char *dst, uint64 n)
+{
+  while(n > 0){
+    uint64 m = pagerun(pos, n);
+    memmove(dst, p->page[(pos % PIPESIZE) / PGSIZE] + pos % PGSIZE, m);
+    pos += m;
+    dst += m;
+    n -= m;
+  }
+}
+
 // Contract: write n bytes from user address addr of the current process into p,
 // sleeping while it is full. Returns n; or, if the read end closes, the caller is
 // killed or addr goes bad partway, the bytes written before that, or -1 if that is none
@@ -128,29 +159,35 @@ int
 pipewrite(struct pipe *p, uint64 addr, int n)
 {
   struct proc *pr = myproc();
+  char chunk[PIPECHUNK];
   int i = 0;
 
-  acquire(&p->lock);
   while(i < n){
-    if(p->readopen == 0 || killed(pr)){
-      release(&p->lock);
-      return i > 0 ? i : -1;
-    }
-    uint64 space = PIPESIZE - (p->nwrite - p->nread);
-    if(space == 0){
-      wakeup(&p->nread);
-      sleep(&p->nwrite, &p->lock);
-      continue;
-    }
-    uint64 m = pagerun(p->nwrite, space < (uint64)(n - i) ? space : (uint64)(n - i));
-    char *dst = p->page[(p->nwrite % PIPESIZE) / PGSIZE] + p->nwrite % PGSIZE;
-    if(copyin(pr->pagetable, dst, addr + i, m) == -1)
+    int m = n - i < PIPECHUNK ? n - i : PIPECHUNK;
+    if(copyin(pr->pagetable, chunk, addr + i, m) == -1)
       break;
-    p->nwrite += m;
+    acquire(&p->lock);
+    for(int k = 0; k < m; ){
+      if(p->readopen == 0 || killed(pr)){
+        wakeup(&p->nread);
+        release(&p->lock);
+        i += k;
+        return i > 0 ? i : -1;
+      }
+      uint64 space = PIPESIZE - (p->nwrite - p->nread);
+      if(space == 0){
+        wakeup(&p->nread);
+        sleep(&p->nwrite, &p->lock);
+        continue;
+      }
+      uint64 c = space < (uint64)(m - k) ? space : (uint64)(m - k);
+      enqueue(p, chunk + k, c);
+      k += c;
+    }
+    wakeup(&p->nread);
+    release(&p->lock);
     i += m;
   }
-  wakeup(&p->nread);
-  release(&p->lock);
   return i > 0 || n == 0 ? i : -1;
 }
 
@@ -158,11 +195,14 @@ pipewrite(struct pipe *p, uint64 addr, int n)
 // sleeping while it is empty and the write end is open; it returns as soon as some bytes
 // are there. Returns the bytes read (0: write end closed and nothing queued), or -1 if
 // the caller was killed while waiting or nothing could be copied out. Bytes that were
-// not copied stay queued. Caller holds a reference to the read end.
+// not copied stay queued: a chunk is consumed only after its copyout succeeded, and
+// only if no other reader consumed it meanwhile (else it is copied again from the new
+// nread).
 int
 piperead(struct pipe *p, uint64 addr, int n)
 {
   struct proc *pr = myproc();
+  char chunk[PIPECHUNK];
   int i = 0;
 
   acquire(&p->lock);
@@ -175,13 +215,20 @@ piperead(struct pipe *p, uint64 addr, int n)
   }
   while(i < n && p->nread != p->nwrite){
     uint64 queued = p->nwrite - p->nread;
-    uint64 m = pagerun(p->nread, queued < (uint64)(n - i) ? queued : (uint64)(n - i));
-    char *src = p->page[(p->nread % PIPESIZE) / PGSIZE] + p->nread % PGSIZE;
-    if(copyout(pr->pagetable, addr + i, src, m) == -1){
+    uint64 want = (uint64)(n - i) < PIPECHUNK ? (uint64)(n - i) : PIPECHUNK;
+    uint64 m = queued < want ? queued : want;
+    uint64 start = p->nread;
+    peek(p, start, chunk, m);
+    release(&p->lock);
+    int bad = copyout(pr->pagetable, addr + i, chunk, m) == -1;
+    acquire(&p->lock);
+    if(bad){
       if(i == 0)
         i = -1;
       break;
     }
+    if(p->nread != start)
+      continue;
     p->nread += m;
     i += m;
   }

@@ -15,16 +15,17 @@ plicinit(void)
 {
   REG32(PLIC_PRIORITY + UART0_IRQ*4) = 1;
   REG32(PLIC_PRIORITY + VIRTIO0_IRQ*4) = 1;
+  REG32(PLIC_PRIORITY + VIRTIO1_IRQ*4) = 1;
 }
 
-// Contract: let this hart's S-mode take the UART and disk interrupts
+// Contract: let this hart's S-mode take the UART and both disks' interrupts
 // (enable bits set, priority threshold 0).
 void
 plicinithart(void)
 {
   int hart = cpuid();
 
-  REG32(PLIC_SENABLE(hart)) = (1 << UART0_IRQ) | (1 << VIRTIO0_IRQ);
+  REG32(PLIC_SENABLE(hart)) = (1 << UART0_IRQ) | (1 << VIRTIO0_IRQ) | (1 << VIRTIO1_IRQ);
   REG32(PLIC_SPRIORITY(hart)) = 0;
 }
 

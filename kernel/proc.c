@@ -50,6 +50,7 @@ procinit(void)
   initlock(&wait_lock, "wait_lock");
   for(int i = 0; i < NPROC; i++){
     initlock(&proc[i].lock, "proc");
+    initsleeplock(&proc[i].vmlock, "vmlock");
     proc[i].state = UNUSED;
     proc[i].kstack = KSTACK(i);
   }
@@ -246,12 +247,22 @@ fork(void)
 
   if(np == 0)
     return -1;
+  // np is USED: no scheduler runs it and nobody else frees it, so its lock can go while
+  // the copy below sleeps (vmreserve may page out).
+  release(&np->lock);
 
   // Set sz first so that freeproc() frees whatever uvmcopy managed to map
   // (freeing skips unmapped holes).
   np->sz = p->sz;
   np->heapbase = p->heapbase;
-  if(uvmcopy(p->pagetable, np->pagetable, 0, p->sz) < 0 || mmap_fork(p, np) < 0){
+  // Under p's vmlock, reclaim leaves p's PTEs alone while they are copied; first make
+  // room for the child's pages if swap can (a copying fork needs one per page).
+  acquiresleep(&p->vmlock);
+  vmreserve(uvmforkpages(p));
+  int err = uvmcopy(p->pagetable, np->pagetable, 0, p->sz) < 0 || mmap_fork(p, np) < 0;
+  releasesleep(&p->vmlock);
+  if(err){
+    acquire(&np->lock);
     freeproc(np);
     release(&np->lock);
     return -1;
@@ -266,7 +277,6 @@ fork(void)
   np->cwd = idup(p->cwd);
   safestrcpy(np->name, p->name, sizeof(p->name));
   int pid = np->pid;
-  release(&np->lock);
 
   acquire(&wait_lock);
   np->parent = p;
@@ -303,6 +313,7 @@ exit(int status)
   if(p == initproc)
     panic("init exiting");
 
+  acquiresleep(&p->vmlock);   // reclaim keeps off while the memory goes
   mmap_unmapall(p);   // write back shared pages, drop the file pages and the files
 
   for(int fd = 0; fd < NOFILE; fd++){
@@ -321,6 +332,7 @@ exit(int status)
   // for exhausting memory should not hold it while it waits to be reaped. We run on the
   // kernel page table, and this one is never loaded again; freeproc() frees the rest.
   p->sz = uvmdealloc(p->pagetable, p->sz, 0);
+  releasesleep(&p->vmlock);
 
   acquire(&wait_lock);
   reparent(p);
@@ -353,12 +365,15 @@ wait(uint64 addr)
       havekids = 1;
       if(pp->state == ZOMBIE){
         int pid = pp->pid;
-        if(addr != 0 &&
-           copyout(p->pagetable, addr, (char *)&pp->xstate, sizeof(pp->xstate)) < 0){
-          release(&pp->lock);
-          release(&wait_lock);
+        int xstate = pp->xstate;
+        // Copy out with no lock held: addr may be paged out, and reading it back sleeps.
+        // pp stays a zombie meanwhile: only its parent, this thread, reaps it.
+        release(&pp->lock);
+        release(&wait_lock);
+        if(addr != 0 && copyout(p->pagetable, addr, (char *)&xstate, sizeof(xstate)) < 0)
           return -1;
-        }
+        acquire(&wait_lock);
+        acquire(&pp->lock);
         freeproc(pp);
         release(&pp->lock);
         release(&wait_lock);

@@ -1,4 +1,5 @@
 // Processes and harts.
+#include "kernel/sleeplock.h"   // struct proc holds one (vmlock)
 
 // Callee-saved registers that swtch() saves and restores for a kernel context switch.
 struct context {
@@ -89,6 +90,11 @@ struct proc {
 
   // wait_lock must be held when using this:
   struct proc *parent;
+
+  // Held by the process's own page-table operations that may sleep or be preempted
+  // midway (faults, sbrk, fork, exec, exit, mmap, memstat), and by reclaim while it pages
+  // the process out (kernel/swap.c says why that is safe).
+  struct sleeplock vmlock;
 
   // Private to the process, so p->lock need not be held:
   uint64 kstack;               // virtual address of the kernel stack

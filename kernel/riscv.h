@@ -96,6 +96,14 @@ typedef uint64 *pagetable_t; // 512 PTEs
 #define PTE_COW (1L << 8) // RSW: copy-on-write page; writable in spirit, read-only in the PTE
 #define PTE_FILE (1L << 9) // RSW: maps a page-cache page (mmap); shared by fork in every configuration
 
+// A PTE with PTE_V clear is ignored by the MMU, every other bit included. NexOS's invalid
+// user leaves are either 0 (nothing there: a hole) or paged out (swap.c): PTE_SWAPPED set,
+// the swap slot where the PPN would be, and bits 1-9 the flags the page had (R W X U COW),
+// which it gets back when it is read in.
+#define PTE_SWAPPED (1L << 63)
+#define SLOT2PTE(slot) (((uint64)(slot)) << 10)
+#define PTE2SLOT(pte) (((pte) >> 10) & ((1L << 44) - 1))
+
 // Physical address <-> PTE: the PPN sits at bit 10 of a PTE.
 #define PA2PTE(pa) ((((uint64)pa) >> 12) << 10)
 #define PTE2PA(pte) (((pte) >> 10) << 12)

@@ -35,6 +35,24 @@ acquiresleep(struct sleeplock *lk)
   release(&lk->lk);
 }
 
+// Contract: take lk for the calling process if it is free and return 1; else return 0 at
+// once. Never sleeps, so a caller that holds other sleeplocks cannot deadlock on it
+// (reclaim takes other processes' vmlocks this way: swap.c).
+int
+tryacquiresleep(struct sleeplock *lk)
+{
+  int got = 0;
+
+  acquire(&lk->lk);
+  if(!lk->locked){
+    lk->locked = 1;
+    lk->pid = myproc()->pid;
+    got = 1;
+  }
+  release(&lk->lk);
+  return got;
+}
+
 // Contract: give lk up and wake anyone waiting for it. wakeup() scans the whole process
 // table, so it is skipped when nobody waits: the buffer cache releases a lock per block.
 void

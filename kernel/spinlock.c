@@ -57,6 +57,17 @@ holding(struct spinlock *lk)
   return lk->locked && lk->cpu == mycpu();
 }
 
+// Contract: 1 if this hart holds a spinlock (or is inside a push_off()): then the caller
+// must not sleep. vmfault asks before it waits for a page from the swap disk.
+int
+holding_spinlocks(void)
+{
+  push_off();
+  int held = mycpu()->noff > 1;
+  pop_off();
+  return held;
+}
+
 // push_off/pop_off are intr_off/intr_on that nest: after two push_off()s it takes two
 // pop_off()s to turn interrupts back on, and only if they were on at the first push_off().
 void

@@ -125,7 +125,9 @@ sys_memstat(void)
 
   argaddr(0, &addr);
   memset(&ms, 0, sizeof(ms));
+  acquiresleep(&p->vmlock);   // reclaim leaves p's PTEs alone while they are counted
   vmstat(p, &ms);
+  releasesleep(&p->vmlock);
   if(copyout(p->pagetable, addr, (char *)&ms, sizeof(ms)) < 0)
     return -1;
   return 0;

@@ -196,7 +196,9 @@ devintr(void)
     if(irq == UART0_IRQ)
       uartintr();
     else if(irq == VIRTIO0_IRQ)
-      virtio_disk_intr();
+      virtio_disk_intr(0);
+    else if(irq == VIRTIO1_IRQ)
+      virtio_disk_intr(1);
     else if(irq)
       printf("devintr: unexpected irq %d\n", irq);
     if(irq)

@@ -12,6 +12,11 @@
 //   neither     file pages  fork gives the child the same page-cache pages (PTE_FILE) in
 //                           every configuration; a MAP_PRIVATE page is PTE_COW and its
 //                           first store copies it through cowfault(), also with COW_ALLOC=0
+//   neither     swap        with a swap disk, reclaim (swap.c) pages out anonymous pages
+//                           and drops clean file pages when free pages run low
+//                           (uvmpageout); vmfault reads the first back (swapfault) and
+//                           maps the second again (mmapfault), in both policies; fork
+//                           shares the slot of a paged-out page
 //
 // Everything else (walk, mappages, uvmunmap, uvmfree, ...) is the same mechanism for all
 // four configurations: it skips unmapped holes (a lazy heap has them, and fork copies
@@ -35,9 +40,15 @@
 //     which munmap/exit write back. A private copy (cowfault) loses PTE_FILE.
 //   - File mappings (p->vmas, mmap.c) lie in [PGROUNDUP(sz), TRAPFRAME): above the heap,
 //     so loops over [0, sz) never meet them; mmap.c unmaps them itself.
+//   - A user leaf with PTE_V clear is 0 (a hole) or paged out (PTE_SWAPPED, riscv.h): it
+//     owns one reference to its swap slot instead of a page (swap.c).
 //   - Only the process that owns a page table changes it while the process lives
 //     (its own system calls and faults, on one hart at a time); exec and exit change
-//     tables nobody else can see. So a page table needs no lock of its own.
+//     tables nobody else can see. The one exception is reclaim, which pages out the
+//     pages of a process while holding its p->vmlock and while it is not running
+//     (swap.c). So every operation here that may sleep or be preempted between reading a
+//     PTE and using it runs under the owner's vmlock, and copyuser() uses a user page
+//     with interrupts off.
 #include "kernel/types.h"
 #include "kernel/param.h"
 #include "kernel/memlayout.h"
@@ -45,6 +56,7 @@
 #include "kernel/spinlock.h"
 #include "kernel/proc.h"
 #include "kernel/memstat.h"
+#include "kernel/swap.h"
 #include "kernel/defs.h"
 
 pagetable_t kernel_pagetable;  // the kernel's page table; every hart runs on it in the kernel
@@ -77,6 +89,7 @@ kvmmake(void)
 
   kvmmap(kpt, UART0, UART0, PGSIZE, PTE_R | PTE_W);
   kvmmap(kpt, VIRTIO0, VIRTIO0, PGSIZE, PTE_R | PTE_W);
+  kvmmap(kpt, VIRTIO1, VIRTIO1, PGSIZE, PTE_R | PTE_W);   // the swap disk, if any
   // The PLIC's registers up to the claim register of hart NCPU-1 fit in 4 MiB.
   kvmmap(kpt, PLIC, PLIC, 0x400000, PTE_R | PTE_W);
   kvmmap(kpt, KERNBASE, KERNBASE, (uint64)etext - KERNBASE, PTE_R | PTE_X);
@@ -221,7 +234,7 @@ nextregion(pagetable_t pagetable, uint64 va)
 
 // Contract: remove the mappings of the npages pages from page-aligned va. Holes (no
 // valid PTE) are skipped. If do_free, drop each mapped page's reference with kfree()
-// (the page is freed if that was the last one). Panics if va is not aligned or a
+// (the page is freed if that was the last one), and each paged-out PTE's slot reference. Panics if va is not aligned or a
 // non-leaf PTE is found where a page should be (kernel bugs). Does not flush the TLB.
 void
 uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
@@ -243,6 +256,10 @@ uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
       if(do_free)
         kfree((void *)PTE2PA(*pte));
       *pte = 0;
+    } else if(*pte & PTE_SWAPPED){
+      if(do_free)
+        swap_put(PTE2SLOT(*pte));
+      *pte = 0;
     }
     a += PGSIZE;
   }
@@ -250,8 +267,9 @@ uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
 
 // Contract: grow a process's memory from oldsz to newsz by mapping zeroed pages with
 // PTE_R|PTE_U|xperm, all of them now (exec and eager sbrk use it; the lazy policy
-// lives in growproc, not here). Returns newsz (oldsz if newsz < oldsz), or 0 if memory
-// runs out, in which case every page it mapped has been unmapped and freed again.
+// lives in growproc, not here). When no page is free it reclaims (swap.c), so it may
+// sleep. Returns newsz (oldsz if newsz < oldsz), or 0 if memory and swap run out, in
+// which case every page it mapped has been unmapped and freed again.
 uint64
 uvmalloc(pagetable_t pagetable, uint64 oldsz, uint64 newsz, int xperm)
 {
@@ -260,6 +278,8 @@ uvmalloc(pagetable_t pagetable, uint64 oldsz, uint64 newsz, int xperm)
 
   for(uint64 a = PGROUNDUP(oldsz); a < newsz; a += PGSIZE){
     char *mem = kalloc();
+    while(mem == 0 && reclaim(RECLAIM_BATCH) > 0)   // no pointer into user memory held here
+      mem = kalloc();
     if(mem == 0){
       uvmdealloc(pagetable, a, oldsz);
       return 0;
@@ -296,6 +316,8 @@ freewalk(pagetable_t pagetable)
 {
   for(int i = 0; i < 512; i++){
     pte_t pte = pagetable[i];
+    if(pte & PTE_SWAPPED)
+      panic("freewalk: paged-out leaf");
     if((pte & PTE_V) == 0)
       continue;
     if(PTE_FLAGS(pte) != PTE_V)
@@ -364,7 +386,8 @@ share_pte(pte_t *pte)
 
 // Contract: fork the first n PTEs of one level-0 table: from is the parent's, to the
 // child's (same virtual addresses). Each valid PTE of from gets its child PTE in to by
-// policy (copy_pte or share_pte); holes stay holes. The child's entries must be empty.
+// policy (copy_pte or share_pte); a paged-out PTE is copied and its slot shared; holes
+// stay holes. The child's entries must be empty.
 // Returns 0, or -1 if out of memory: the child entries filled so far stay, each owning
 // its page reference, for the caller to unmap.
 static int
@@ -373,6 +396,11 @@ forkleaves(pte_t *from, pte_t *to, int n)
   int nfile = 0;
 
   for(int i = 0; i < n; i++){
+    if(from[i] & PTE_SWAPPED){
+      swap_dup(PTE2SLOT(from[i]));   // both read their own copy back (swap.c)
+      to[i] = from[i];
+      continue;
+    }
     if((from[i] & PTE_V) == 0)
       continue;
     if(from[i] & PTE_FILE){
@@ -440,19 +468,10 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 lo, uint64 hi)
 
 // ---------------------------------------------------------------- sbrk and page faults
 
-// Contract: sbrk's policy. Grow (n > 0) or shrink (n < 0) the calling process's memory
-// by n bytes; returns 0, or -1 with nothing changed.
-//   grow:   the new size must not pass the lowest mmap region (mmap_floor: TRAPFRAME,
-//           the top of user space, when there is none).
-//           LAZY_ALLOC=1: only p->sz rises; vmfault() maps each page on first touch.
-//           LAZY_ALLOC=0: every new page is mapped now, or none is (out of memory: -1).
-//   shrink: the new size must not go below p->heapbase (sbrk cannot release the
-//           program, its stack or its guard page); the mapped pages of the released
-//           range are unmapped and their references dropped, holes skipped.
-int
-growproc(int n)
+// Contract: sbrk's policy: growproc() without the lock. Caller holds p->vmlock.
+static int
+resize(struct proc *p, int n)
 {
-  struct proc *p = myproc();
   uint64 oldsz = p->sz;
   uint64 newsz = oldsz + (long)n;  // n < 0 wraps below oldsz
 
@@ -466,7 +485,8 @@ growproc(int n)
     // LAB lazy: end
       // Refuse at once what cannot fit, so that a failed sbrk does not even leave
       // the page-table pages of a half-built mapping behind (they would stay until exit).
-      if((PGROUNDUP(newsz) - PGROUNDUP(oldsz)) / PGSIZE > kfreepages())
+      // With swap, what fits is free pages plus free slots (uvmalloc reclaims).
+      if((PGROUNDUP(newsz) - PGROUNDUP(oldsz)) / PGSIZE > kfreepages() + swap_free_slots())
         return -1;
       if(uvmalloc(p->pagetable, oldsz, newsz, PTE_W) == 0)
         return -1;
@@ -479,6 +499,28 @@ growproc(int n)
   }
   p->sz = newsz;
   return 0;
+}
+
+// Contract: sbrk's policy. Grow (n > 0) or shrink (n < 0) the calling process's memory
+// by n bytes; returns 0, or -1 with nothing changed.
+//   grow:   the new size must not pass the lowest mmap region (mmap_floor: TRAPFRAME,
+//           the top of user space, when there is none).
+//           LAZY_ALLOC=1: only p->sz rises; vmfault() maps each page on first touch.
+//           LAZY_ALLOC=0: every new page is mapped now, or none is (out of memory: -1).
+//   shrink: the new size must not go below p->heapbase (sbrk cannot release the
+//           program, its stack or its guard page); the mapped pages of the released
+//           range are unmapped and their references dropped, holes skipped.
+// It runs under p->vmlock, so that another process's reclaim leaves p's page table
+// alone while an eager grow sleeps in reclaim or is preempted midway.
+int
+growproc(int n)
+{
+  struct proc *p = myproc();
+
+  acquiresleep(&p->vmlock);
+  int r = resize(p, n);
+  releasesleep(&p->vmlock);
+  return r;
 }
 
 // LAZY_ALLOC=1. Contract: map a zeroed, writable user page at page-aligned va, which is
@@ -545,26 +587,42 @@ cowfault(struct proc *p, uint64 va, pte_t *pte)
   // LAB cow: end
 }
 
-// Contract: resolve a page fault of process p (running on this hart, in its own trap or
-// system call) at user address va; is_store is 1 for a store/AMO (or copyout), 0 for a
-// load or instruction fetch. Returns 0 if the access can be retried, -1 if it cannot
-// (the caller kills p). Never panics on a bad address.
-//   valid user PTE with PTE_COW, is_store               -> cowfault(): copy or reuse
-//                          (COW fork pages, and MAP_PRIVATE file pages in every config)
-//   valid user PTE with PTE_FILE, no PTE_W, is_store    -> mmapfault(): a MAP_SHARED
-//                          writable page becomes writable (and dirty); else -1
-//   no valid PTE, heapbase <= va < sz, LAZY_ALLOC=1     -> lazyfault(): zeroed page
-//   no valid PTE, va in an mmap region, LAZY_ALLOC=1    -> mmapfault(): the file page,
-//                          then for a store one of the two cases above
-//   anything else: above sz, the guard page (no PTE_U), read-only text, trapframe,
-//   trampoline, va >= MAXVA                               -> -1
-int
-vmfault(struct proc *p, uint64 va, int is_store)
+// Any configuration, with a swap disk. Contract: *pte (p's PTE for va) is paged out:
+// read its slot into a new page and map it again with the flags it had; the PTE's slot
+// reference is given back. Read-ahead: while pages are plentiful, the paged-out PTEs that
+// follow in the same level-0 table and name the slots that follow on the disk (a region
+// paged out in order) come back in the same request, up to SWAP_CLUSTER pages; they are
+// mapped with PTE_A clear, so reclaim takes them first if they are not used. Returns 0,
+// or -1 if out of memory (PTE unchanged). Sleeps on the disk: the caller holds p->vmlock
+// and no spinlock.
+static int
+swapfault(struct proc *p, uint64 va, pte_t *pte)
 {
-  if(va >= MAXVA)
-    return -1;
-  va = PGROUNDDOWN(va);
+  char *pages[SWAP_CLUSTER];
+  uint64 slot = PTE2SLOT(*pte);
+  int max = kfreepages() > swap_low() + SWAP_CLUSTER ? SWAP_CLUSTER : 1;
+  uint64 left = ((va | (512 * PGSIZE - 1)) + 1 - va) / PGSIZE;   // PTEs to this table's end
+  int n = 0;
 
+  for(; n < max && n < left && (pte[n] & PTE_SWAPPED) && PTE2SLOT(pte[n]) == slot + n; n++)
+    if((pages[n] = kalloc()) == 0)
+      break;
+  if(n == 0)
+    return -1;
+  swap_read(slot, pages, n);
+  for(int i = 0; i < n; i++){
+    pte[i] = PA2PTE(pages[i]) | (PTE_FLAGS(pte[i]) & ~PTE_V) | PTE_V;
+    swap_put(slot + i);
+  }
+  sfence_vma();
+  return 0;
+}
+
+// Contract: one attempt at vmfault's job (below), for page-aligned va. can_sleep is 0
+// when the caller holds a spinlock: then a paged-out page cannot be read back (-1).
+static int
+resolve(struct proc *p, uint64 va, int is_store, int can_sleep)
+{
   pte_t *pte = walk(p->pagetable, va, 0);
   if(pte && (*pte & PTE_V)){
     if(is_store && (*pte & PTE_U) && (*pte & PTE_COW))
@@ -573,20 +631,145 @@ vmfault(struct proc *p, uint64 va, int is_store)
       return mmapfault(p, va, pte);
     return -1;
   }
+  // Back from swap; a store then takes one more step if the page is COW.
+  if(pte && (*pte & PTE_SWAPPED)){
+    if(!can_sleep || swapfault(p, va, pte) != 0)
+      return -1;
+    return is_store && (*pte & PTE_W) == 0 ? resolve(p, va, 1, can_sleep) : 0;
+  }
   if(LAZY_ALLOC && va >= p->heapbase && va < p->sz)
     return lazyfault(p, va);
-  // A file page on first touch (-1 unless va is in a region). It is mapped read-only,
-  // so a store then takes one more step: cowfault or the MAP_SHARED upgrade above.
-  if(LAZY_ALLOC && mmapfault(p, va, 0) == 0)
-    return is_store ? vmfault(p, va, 1) : 0;
+  // A file page on first touch (-1 unless va is in a region), or, in either policy,
+  // again after reclaim dropped it. It is mapped read-only, so a store then takes one
+  // more step: cowfault or the MAP_SHARED upgrade above.
+  if(mmapfault(p, va, 0) == 0)
+    return is_store ? resolve(p, va, 1, can_sleep) : 0;
   return -1;
+}
+
+// Contract: resolve a page fault of process p (running on this hart, in its own trap or
+// system call) at user address va; is_store is 1 for a store/AMO (or copyout), 0 for a
+// load or instruction fetch. Returns 0 if the access can be retried, -1 if it cannot
+// (the caller kills p). Never panics on a bad address.
+//   valid user PTE with PTE_COW, is_store               -> cowfault(): copy or reuse
+//                          (COW fork pages, and MAP_PRIVATE file pages in every config)
+//   valid user PTE with PTE_FILE, no PTE_W, is_store    -> mmapfault(): a MAP_SHARED
+//                          writable page becomes writable (and dirty); else -1
+//   paged-out PTE (any configuration, with swap)        -> swapfault(): read back
+//   no valid PTE, heapbase <= va < sz, LAZY_ALLOC=1     -> lazyfault(): zeroed page
+//   no valid PTE, va in an mmap region (LAZY_ALLOC=1, or a page reclaim dropped)
+//                                                       -> mmapfault(): the file page,
+//                          then for a store one of the two cases above
+//   anything else: above sz, the guard page (no PTE_U), read-only text, trapframe,
+//   trampoline, va >= MAXVA                               -> -1
+// Unless the caller holds a spinlock, it runs under p->vmlock, first reclaims while free
+// pages are below the low watermark, and when a page cannot be had, reclaims and tries
+// again while reclaim frees something; so p dies for memory only when swap is full too.
+int
+vmfault(struct proc *p, uint64 va, int is_store)
+{
+  if(va >= MAXVA)
+    return -1;
+  va = PGROUNDDOWN(va);
+
+  int can_sleep = !holding_spinlocks();
+  int mine = holdingsleep(&p->vmlock);
+  if(!can_sleep)
+    return resolve(p, va, is_store, 0);
+  if(!mine)
+    acquiresleep(&p->vmlock);
+  vmreserve(SWAP_CLUSTER);   // room for a page-in's read-ahead
+  int r;
+  while((r = resolve(p, va, is_store, 1)) != 0 && kfreepages() < swap_low() &&
+        reclaim(RECLAIM_BATCH) > 0)
+    ;
+  if(!mine)
+    releasesleep(&p->vmlock);
+  return r;
+}
+
+// Contract: make sure npages pages are free and the low watermark's worth more, paging
+// out (reclaim) as needed; once below, it frees a batch more than that, so that the next
+// callers find pages without reclaiming each time. Returns 0, or -1 if fewer than npages
+// are free even after reclaim gave all it could. Without swap it only looks. May sleep:
+// the caller holds no spinlock and no pointer into user memory that reclaim could take
+// (if it holds its own vmlock, its own pages may go).
+int
+vmreserve(uint64 npages)
+{
+  if(kfreepages() >= npages + swap_low())
+    return 0;
+  while(kfreepages() < npages + swap_low() + RECLAIM_BATCH)
+    if(reclaim(RECLAIM_BATCH) == 0)
+      return kfreepages() >= npages ? 0 : -1;
+  return 0;
+}
+
+// Contract: one step of reclaim's clock (swap.c) over the user leaves of pagetable, from
+// page-aligned va up to TRAPFRAME, one level-0 table at a time. It looks at up to
+// maxscan PTEs (holes and paged-out ones included) or until nout pages are chosen. A
+// resident user page (PTE_V|PTE_U) with PTE_A set loses it (its second chance). One with
+// PTE_A clear goes if it is
+//   - a clean file page (PTE_FILE without PTE_W: not stored to through MAP_SHARED):
+//     dropped, its PTE a hole again, which vmfault maps again from the page cache; or
+//   - anonymous, with this PTE its only reference (a page shared by COW fork stays: the
+//     other PTEs that map it cannot be found from the page, and paging out one of them
+//     would free nothing), and a swap slot is free: paged out, its PTE naming the slot.
+// out[] gets the page (the PTE's reference, now the caller's), the slot (NOSLOT for a
+// dropped file page) and va. *n = pages chosen, *nscan = PTEs seen (a region without a
+// table counts as one). Returns where to go on, or 0 once past the end.
+// Caller: swap.c's visit(), holding the owner's vmlock and p->lock, the owner not running
+// elsewhere; it flushes the TLB.
+uint64
+uvmpageout(pagetable_t pagetable, uint64 va, int maxscan, struct pageout *out, int nout,
+           int *n, int *nscan)
+{
+  *n = 0;
+  *nscan = 0;
+  while(va < TRAPFRAME){
+    uint64 end = nextregion(pagetable, va);
+    pte_t *pte = walk(pagetable, va, 0);
+    if(pte == 0){
+      (*nscan)++;
+      va = end;
+      continue;
+    }
+    for(; va < end && va < TRAPFRAME; va += PGSIZE, pte++){
+      if(*nscan >= maxscan || *n >= nout)
+        return va;
+      (*nscan)++;
+      if((*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
+        continue;
+      uint64 pa = PTE2PA(*pte);
+      if(*pte & PTE_A){
+        *pte &= ~PTE_A;
+      } else if((*pte & (PTE_FILE | PTE_W)) == PTE_FILE){
+        out[*n].pa = (char *)pa;
+        out[*n].slot = NOSLOT;
+        out[*n].va = va;
+        (*n)++;
+        *pte = 0;
+      } else if((*pte & PTE_FILE) == 0 && ksoleref((void *)pa)){
+        long slot = swap_alloc();
+        if(slot < 0)
+          return va;
+        out[*n].pa = (char *)pa;
+        out[*n].slot = slot;
+        out[*n].va = va;
+        (*n)++;
+        *pte = SLOT2PTE(slot) | (PTE_FLAGS(*pte) & ~(PTE_V | PTE_A | PTE_D)) | PTE_SWAPPED;
+      }
+    }
+  }
+  return 0;
 }
 
 // ---------------------------------------------------------------- memstat
 
 // Contract: add to ms the page-table pages of the tree at pagetable (level = 2 for the
-// root) and its user leaves: mapped_pages (PTE_U leaves) and shared_pages (those whose
-// physical page has more than one reference, counted a whole leaf table at a time).
+// root) and its user leaves: mapped_pages (PTE_U leaves), shared_pages (those whose
+// physical page has more than one reference, counted a whole leaf table at a time) and
+// swapped_pages (paged-out leaves).
 static void
 countwalk(pagetable_t pagetable, int level, struct memstat *ms)
 {
@@ -605,10 +788,14 @@ countwalk(pagetable_t pagetable, int level, struct memstat *ms)
         ms->file_pages++;
     }
   }
+  if(level == 0)
+    for(int i = 0; i < 512; i++)
+      if(pagetable[i] & PTE_SWAPPED)
+        ms->swapped_pages++;
 }
 
-// Contract: fill *ms with a snapshot of p's memory (p must be the caller, or not
-// running) and of the physical allocator. See kernel/memstat.h and docs/memory.md.
+// Contract: fill *ms with a snapshot of p's memory (p must be the caller, holding its
+// vmlock, or not running) and of the physical allocator and swap. See kernel/memstat.h and docs/memory.md.
 void
 vmstat(struct proc *p, struct memstat *ms)
 {
@@ -626,6 +813,20 @@ vmstat(struct proc *p, struct memstat *ms)
   ms->ncpu = nharts();
   ms->memsize_mb = MEMSIZE_MB;
   ms->pagecache_pages = pagecache_pages();
+  swapstat(ms);
+}
+
+// Contract: how many pages fork will allocate for a child of p: one per page-table page
+// p has, and with COW_ALLOC=0 one per resident anonymous page it copies. Caller holds
+// p->vmlock (fork reserves this much first: vmreserve).
+uint64
+uvmforkpages(struct proc *p)
+{
+  struct memstat ms;
+
+  memset(&ms, 0, sizeof(ms));
+  countwalk(p->pagetable, 2, &ms);
+  return ms.pt_pages + (COW_ALLOC ? 0 : ms.mapped_pages - ms.file_pages);
 }
 
 // ---------------------------------------------------------------- copying to/from user
@@ -660,9 +861,25 @@ userpte(pagetable_t pagetable, uint64 va, int is_store)
   return pte;
 }
 
+// Contract: 1 if *pte still maps a page (after userpte() found it, a process that was
+// preempted may have been paged out meanwhile: swap.c). From here until pop_off() the
+// page stays: interrupts are off, so this process keeps running, and reclaim pages out
+// only processes that are not. Calls push_off(); on 1 the caller calls pop_off() after
+// its copy, on 0 it has been called already.
+static int
+pinned(pte_t *pte)
+{
+  push_off();
+  if(*pte & PTE_V)
+    return 1;
+  pop_off();
+  return 0;
+}
+
 // Contract: copy len bytes between kernel address kva and user address uva of pagetable:
 // to user memory when to_user, else from it. Returns 0, or -1 if some user page is not
-// (writable, when to_user) user memory. Lazy and COW pages are resolved by userpte().
+// (writable, when to_user) user memory. Lazy, COW and paged-out pages are resolved by
+// userpte().
 static int
 copyuser(pagetable_t pagetable, uint64 uva, char *kva, uint64 len, int to_user)
 {
@@ -671,6 +888,8 @@ copyuser(pagetable_t pagetable, uint64 uva, char *kva, uint64 len, int to_user)
     pte_t *pte = userpte(pagetable, va0, to_user);
     if(pte == 0)
       return -1;
+    if(!pinned(pte))
+      continue;       // paged out since userpte(): fault it in again
     uint64 n = PGSIZE - (uva - va0);
     if(n > len)
       n = len;
@@ -679,6 +898,7 @@ copyuser(pagetable_t pagetable, uint64 uva, char *kva, uint64 len, int to_user)
       memmove(pa, kva, n);
     else
       memmove(kva, pa, n);
+    pop_off();
     len -= n;
     kva += n;
     uva += n;
@@ -713,15 +933,20 @@ copyinstr(pagetable_t pagetable, char *dst, uint64 srcva, uint64 max)
     pte_t *pte = userpte(pagetable, va0, 0);
     if(pte == 0)
       return -1;
+    if(!pinned(pte))
+      continue;       // paged out since userpte(): fault it in again
     char *p = (char *)(PTE2PA(*pte) + (srcva - va0));
     uint64 n = PGSIZE - (srcva - va0);
     if(n > max)
       n = max;
     for(uint64 i = 0; i < n; i++){
       dst[i] = p[i];
-      if(p[i] == 0)
+      if(p[i] == 0){
+        pop_off();
         return 0;
+      }
     }
+    pop_off();
     max -= n;
     dst += n;
     srcva += n;

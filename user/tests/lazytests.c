@@ -29,9 +29,7 @@ static void snap2(struct memstat *m)
 
 static long dmapped(struct memstat *a, struct memstat *b) { return (long)b->mapped_pages - (long)a->mapped_pages; }
 static long dpt(struct memstat *a, struct memstat *b) { return (long)b->pt_pages - (long)a->pt_pages; }
-static long dused(struct memstat *a, struct memstat *b) { return (long)a->free_pages - (long)b->free_pages; }
-// Pages a step took for good: dused, less what reclaim moved to swap meanwhile (testlib.h).
-static long dtaken(struct memstat *a, struct memstat *b) { return mem_balance(a) - mem_balance(b); }
+static long dused(struct memstat *a, struct memstat *b) { return tl_free(a) - tl_free(b); }
 
 // The physical pages a step used must be the mapped pages plus the page-table pages it added.
 static void check_used(struct memstat *a, struct memstat *b, const char *step)
@@ -53,14 +51,13 @@ static void sparse(void)
   align_heap();
   snap2(&m0);
   if (!m0.lazy_alloc) {
-    // larger than RAM and swap together: with swap, an eager sbrk may exceed RAM
-    long big = (long)(m0.total_pages + (m0.swap_slots - m0.swap_slots_used) + 1024) * PGSIZE;
+    long big = (long)(tl_memory(&m0) + 1024) * PGSIZE;   // more than RAM and swap
     CHECK(big < 0x7fffffffL, "memory too large for this test");
     CHECK(sbrk((int)big) == (char *)-1, "sbrk larger than memory succeeded without LAZY_ALLOC");
     snap(&m1);
-    CHECK(m1.vpages == m0.vpages && dmapped(&m0, &m1) == 0 && dtaken(&m0, &m1) == 0,
+    CHECK(m1.vpages == m0.vpages && dmapped(&m0, &m1) == 0 && dused(&m0, &m1) == 0,
           "failed sbrk changed vpages %ld->%ld mapped %ld used %ld", (long)m0.vpages,
-          (long)m1.vpages, dmapped(&m0, &m1), dtaken(&m0, &m1));
+          (long)m1.vpages, dmapped(&m0, &m1), dused(&m0, &m1));
     CHECK(m1.lazy_faults == 0, "lazy_faults %ld without LAZY_ALLOC", (long)m1.lazy_faults);
     return;
   }
@@ -385,7 +382,7 @@ static void lazyoom(void)
   if (culprit == 0) {
     struct memstat a, b;
     snap2(&a);
-    uint64 want = (mem_avail(&a) + 8192) * PGSIZE, got = 0;  // more than RAM and swap
+    uint64 want = (tl_room(&a) + 8192) * PGSIZE, got = 0;
     if (!a.lazy_alloc) {
       if (want < 0x7fffffffUL && sbrk((int)want) != (char *)-1)
         exit(4);   // sbrk larger than free memory succeeded without LAZY_ALLOC
@@ -410,9 +407,8 @@ static void lazyoom(void)
   close(ready[0]); close(ready[1]); close(go[0]); close(go[1]);
   kernel_alive();
   snap(&m1);
-  CHECK(mem_balance(&m1) == mem_balance(&m0), "free pages %ld before, %ld after (swap slots "
-        "used %ld, %ld)", (long)m0.free_pages, (long)m1.free_pages, (long)m0.swap_slots_used,
-        (long)m1.swap_slots_used);
+  CHECK(tl_free(&m1) == tl_free(&m0), "free pages %ld before, %ld after", tl_free(&m0),
+        tl_free(&m1));
 }
 
 // fork copies (or shares) only what is mapped: the child has the parent's mapped-page count,

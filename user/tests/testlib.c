@@ -14,24 +14,6 @@ snap(struct memstat *m)
     FAIL("memstat() returned -1");
 }
 
-// Pages a process could still be given: free frames plus free swap slots (a machine with
-// swap lends a process more than RAM; a test that must run out of memory exhausts both).
-uint64
-mem_avail(struct memstat *m)
-{
-  return m->free_pages + (m->swap_slots - m->swap_slots_used);
-}
-
-// The leak checks' count: free frames less swap slots in use. While a test fills memory,
-// reclaim may page out a sleeping process's page (the shell's, the runner's), which frees a
-// frame and takes a slot and stays so until touched; a frame or slot a test keeps changes it.
-// Without swap it is free_pages.
-long
-mem_balance(struct memstat *m)
-{
-  return (long)m->free_pages - (long)m->swap_slots_used;
-}
-
 // The current stack pointer.
 static uint64
 tl_sp(void)
@@ -147,8 +129,32 @@ check_file(const char *path, int n, int seed)
   CHECK(done == n, "%s: %d bytes, expected %d", path, done, n);
 }
 
+// Pages free net of swap: free RAM minus the pages held in swap slots. Paging a page out
+// (a page freed, a slot taken) or in leaves it as it is, so "nothing leaked" compares
+// this, not free_pages: with a swap disk other processes' pages may go out or come back
+// meanwhile. Without swap it is free_pages (docs/memory.md).
+long
+tl_free(const struct memstat *m)
+{
+  return (long)m->free_pages - (long)m->swap_slots_used;
+}
+
+// Pages a process can still get: free RAM plus free swap slots.
+uint64
+tl_room(const struct memstat *m)
+{
+  return m->free_pages + m->swap_slots - m->swap_slots_used;
+}
+
+// All the memory there is for user pages: RAM plus swap, in pages.
+uint64
+tl_memory(const struct memstat *m)
+{
+  return m->total_pages + m->swap_slots;
+}
+
 // Run one test in a child; returns 1 when it passed. With leakcheck, the free-page count
-// after the child is reaped must equal the one before the fork.
+// (tl_free) after the child is reaped must equal the one before the fork.
 static int
 tl_run_one(const struct test *t, int leakcheck)
 {
@@ -176,13 +182,9 @@ tl_run_one(const struct test *t, int leakcheck)
     printf("test %s: FAILED exit status %d\n", t->name, st);
     return 0;
   }
-  if (leakcheck && memstat(&b) == 0 && mem_balance(&b) != mem_balance(&a)) {
-    printf("test %s: FAILED free pages %ld before, %ld after", t->name,
-           (long)a.free_pages, (long)b.free_pages);
-    if (a.swap_slots)
-      printf(" (swap slots used %ld before, %ld after)", (long)a.swap_slots_used,
-             (long)b.swap_slots_used);
-    printf("\n");
+  if (leakcheck && memstat(&b) == 0 && tl_free(&b) != tl_free(&a)) {
+    printf("test %s: FAILED free pages %ld before, %ld after\n", t->name,
+           tl_free(&a), tl_free(&b));
     return 0;
   }
   printf("test %s: OK\n", t->name);
@@ -221,13 +223,9 @@ run_tests(const struct test *tests, int argc, char **argv, int leakcheck_each)
     printf("%s: no test named %s\nSOME TESTS FAILED\n", argv[0], only);
     return 1;
   }
-  if (memstat(&m1) < 0 || mem_balance(&m1) != mem_balance(&m0)) {
-    printf("test leakcheck: FAILED free pages %ld at start, %ld at end", (long)m0.free_pages,
-           (long)m1.free_pages);
-    if (m0.swap_slots)
-      printf(" (swap slots used %ld at start, %ld at end)", (long)m0.swap_slots_used,
-             (long)m1.swap_slots_used);
-    printf("\n");
+  if (memstat(&m1) < 0 || tl_free(&m1) != tl_free(&m0)) {
+    printf("test leakcheck: FAILED free pages %ld at start, %ld at end\n",
+           tl_free(&m0), tl_free(&m1));
     nfail++;
   } else {
     printf("test leakcheck: OK\n");

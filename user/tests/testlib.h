@@ -8,11 +8,6 @@
 // the kernel killed the test process) is reported by the runner. After all tests, the runner
 // compares the allocator's free-page count with the one it saw at the start ("leakcheck") and
 // prints the verdict line ALL TESTS PASSED or SOME TESTS FAILED as the very last line.
-//
-// In a machine with swap (make qemu SWAPSIZE=MiB), "more than memory" is more than free RAM
-// and free swap together (mem_avail), and the leak checks compare mem_balance, which reclaim
-// moving a sleeping process's page to swap leaves unchanged. Without swap both are the plain
-// free-page count.
 
 #include "kernel/types.h"
 #include "kernel/stat.h"
@@ -39,8 +34,9 @@ extern char tl_self[MAXPATH]; // absolute path of this program, for exec tests
 #define CHECK(c, ...) do { if (!(c)) FAIL(__VA_ARGS__); } while (0)
 
 void snap(struct memstat *m);
-uint64 mem_avail(struct memstat *m);
-long mem_balance(struct memstat *m);
+long tl_free(const struct memstat *m);
+uint64 tl_room(const struct memstat *m);
+uint64 tl_memory(const struct memstat *m);
 uint64 guard_page(void);
 void tl_init(char *argv0);
 void tl_srand(uint64 seed);

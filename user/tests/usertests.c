@@ -500,7 +500,7 @@ static void sbrkfree(void)
   snap(&c);
   CHECK(c.mapped_pages == a.mapped_pages, "mapped pages %ld after shrink, %ld before",
         (long)c.mapped_pages, (long)a.mapped_pages);
-  CHECK(c.free_pages + (c.pt_pages - a.pt_pages) == a.free_pages,
+  CHECK(tl_free(&c) + (long)(c.pt_pages - a.pt_pages) == tl_free(&a),
         "free pages %ld before, %ld after shrink (pt pages %ld -> %ld)",
         (long)a.free_pages, (long)c.free_pages, (long)a.pt_pages, (long)c.pt_pages);
 }
@@ -554,7 +554,7 @@ static void oom_child(uint64 lazy)
     exit(0);
   }
   snap(&a);
-  uint64 want = (mem_avail(&a) + 8192) * PGSIZE;  // more than RAM and swap (testlib.h)
+  uint64 want = (tl_room(&a) + 8192) * PGSIZE;
   while (got < want) {
     if (sbrk(1 << 26) == (char *)-1)
       exit(4);
@@ -579,9 +579,8 @@ static void oom(void)
     CHECK(st == 0, "sbrk-until-failure child: status %d", st);
   kernel_alive();
   snap(&b);
-  CHECK(mem_balance(&a) == mem_balance(&b), "free pages %ld before, %ld after (swap slots used "
-        "%ld, %ld)", (long)a.free_pages, (long)b.free_pages, (long)a.swap_slots_used,
-        (long)b.swap_slots_used);
+  CHECK(tl_free(&a) == tl_free(&b), "free pages %ld before, %ld after", tl_free(&a),
+        tl_free(&b));
 }
 
 // ---------------------------------------------------------------- bad arguments

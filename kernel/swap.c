@@ -1,0 +1,297 @@
+// Swap: the second virtio disk (SWAPDEV) as an array of page-sized slots, and reclaim,
+// which pages user memory out to it when free pages run low. With no second disk there
+// are no slots, reclaim() does nothing, and memory runs out exactly as it did before.
+//
+// Slots. Slot s is block s of the swap disk (BSIZE == PGSIZE). refs[s] counts the
+// paged-out PTEs (riscv.h) that name s; 0 means free. A slot is written once, when
+// reclaim pages a page out into it, and is only read after that: fork copies a paged-out
+// PTE and takes one more reference (swap_dup), a page-in or an unmap gives one back
+// (swap_put), and the last one frees the slot. So a parent and a child that share a slot
+// each read their own private copy back, in both COW_ALLOC configurations.
+//
+// Reclaim is a clock (second chance) over the resident user pages of every process. The
+// hand is (process slot, user address). A page the hand passes with PTE_A set (the MMU
+// sets it on every access) loses the bit; one still clear when the hand comes round again
+// was not touched for a whole turn and goes: a clean file page is dropped (it comes back
+// from the page cache or the file, at no write), an anonymous page that p's PTE alone
+// maps is paged out (see uvmpageout in vm.c for the pages it leaves alone, and why).
+//
+// Why paging out another process's page is safe (vm.c's "only the owner changes its
+// page table" gains this one exception):
+//   - Every operation of a process on its own page table that may sleep or be preempted
+//     midway (page faults, sbrk, fork, exec, exit, mmap, memstat) holds its p->vmlock.
+//     Reclaim holds the victim's vmlock too: the caller's own (already held) when it
+//     pages out itself, else one taken with tryacquiresleep, so reclaim never waits for
+//     a vmlock and cannot deadlock with a process that holds one and waits for memory.
+//   - Another process is paged out only while it is not RUNNING, checked under p->lock,
+//     which is held while its PTEs change: no hart holds a TLB entry for its pages, since
+//     the trampoline flushes the TLB on every entry to user mode. Kernel code that uses a
+//     user page by its physical address does it with interrupts off (copyuser in vm.c),
+//     so it cannot be preempted and paged out in between.
+//   - A PTE becomes paged out before its page is written to the slot; a fault on it
+//     waits for the vmlock, so it reads the slot only after the write has finished. The
+//     reclaimer owns the page from the PTE change on, and frees it after the write.
+//
+// Locking: swap.lock (a spinlock) protects the slot table and the counters; lock order
+// p->lock, then swap.lock. hand.lock (a sleeplock: reclaim sleeps on the disk while it
+// holds it) serialises reclaimers and protects the hand.
+#include "kernel/types.h"
+#include "kernel/param.h"
+#include "kernel/memlayout.h"
+#include "kernel/riscv.h"
+#include "kernel/spinlock.h"
+#include "kernel/sleeplock.h"
+#include "kernel/proc.h"
+#include "kernel/fs.h"
+#include "kernel/virtio.h"
+#include "kernel/memstat.h"
+#include "kernel/swap.h"
+#include "kernel/defs.h"
+
+#if BSIZE != PGSIZE
+#error "a swap slot is one disk block"
+#endif
+
+// The slot table is one byte per slot, in pages from kalloc; MAXSLOTS bounds the part of
+// a swap disk NexOS uses (4 GiB), and the table of page pointers with it.
+#define MAXSLOTS (1L << 20)
+#define SLOTS_PER_PAGE PGSIZE
+#define MAXREFS 255
+
+// PTEs reclaim looks at per visit to a process (one level-0 table), so that p->lock is
+// never held for long.
+#define SCAN_STEP 512
+
+extern struct proc proc[NPROC];
+
+static struct {
+  struct spinlock lock;                       // protects every field below
+  uint8 *refs[MAXSLOTS / SLOTS_PER_PAGE];     // refs[s / SLOTS_PER_PAGE][s % SLOTS_PER_PAGE]
+  uint64 nslots;      // slots on the disk (0: no swap)
+  uint64 nused;       // slots with a reference
+  uint64 hint;        // where the search for a free slot starts
+  uint64 ins;         // pages read back since boot
+  uint64 outs;        // pages written out since boot
+  uint64 dropped;     // clean file pages unmapped since boot
+} swap;
+
+static struct {
+  struct sleeplock lock;
+  int proc;           // index in proc[] of the process the hand is in
+  uint64 va;          // where in that process it looks next
+} hand;
+
+// Contract: the reference count of slot s. Caller holds swap.lock.
+static uint8 *
+ref(uint64 s)
+{
+  return &swap.refs[s / SLOTS_PER_PAGE][s % SLOTS_PER_PAGE];
+}
+
+// Contract: set up swap on SWAPDEV if QEMU has that disk (at most MAXSLOTS of it), with
+// every slot free. Hart 0, once, after virtio_disk_init(); panics if memory runs out.
+void
+swapinit(void)
+{
+  initlock(&swap.lock, "swap");
+  initsleeplock(&hand.lock, "reclaim");
+  uint64 n = virtio_disk_blocks(SWAPDEV);
+  swap.nslots = n < MAXSLOTS ? n : MAXSLOTS;
+  for(uint64 s = 0; s < swap.nslots; s += SLOTS_PER_PAGE){
+    uint8 *page = kalloc();
+    if(page == 0)
+      panic("swapinit: out of memory");
+    memset(page, 0, PGSIZE);
+    swap.refs[s / SLOTS_PER_PAGE] = page;
+  }
+}
+
+// Contract: swap size in MiB (the boot line's swap=).
+int
+swap_mb(void)
+{
+  return swap.nslots * PGSIZE / (1024 * 1024);
+}
+
+// Contract: a free slot, now with one reference (the caller's PTE), or -1 if every slot
+// is taken. Takes swap.lock (callers may hold p->lock).
+long
+swap_alloc(void)
+{
+  long got = -1;
+
+  acquire(&swap.lock);
+  for(uint64 k = 0; k < swap.nslots && swap.nused < swap.nslots; k++){
+    uint64 s = (swap.hint + k) % swap.nslots;
+    if(*ref(s) == 0){
+      *ref(s) = 1;
+      swap.nused++;
+      swap.hint = s + 1;
+      got = s;
+      break;
+    }
+  }
+  release(&swap.lock);
+  return got;
+}
+
+// Contract: one more reference to slot s, for a child PTE that fork copies. Panics if s
+// is free or has MAXREFS references (NPROC < MAXREFS: a kernel bug).
+void
+swap_dup(uint64 s)
+{
+  acquire(&swap.lock);
+  if(s >= swap.nslots || *ref(s) == 0 || *ref(s) == MAXREFS)
+    panic("swap_dup");
+  (*ref(s))++;
+  release(&swap.lock);
+}
+
+// Contract: give back one reference to slot s (a PTE naming it was read in or unmapped);
+// the last one frees it. Panics if s is free (a kernel bug).
+void
+swap_put(uint64 s)
+{
+  acquire(&swap.lock);
+  if(s >= swap.nslots || *ref(s) == 0)
+    panic("swap_put");
+  if(--(*ref(s)) == 0)
+    swap.nused--;
+  release(&swap.lock);
+}
+
+// Contract: read slots s .. s+n-1 into pages pa[0..n), in one request (n <= VIRTIO_MAXBUFS).
+// Sleeps (process context, no spinlock held); the caller holds the vmlock of the process
+// whose PTEs name the slots, so they were written.
+void
+swap_read(uint64 s, char **pa, int n)
+{
+  virtio_disk_pages(SWAPDEV, s, (void **)pa, n, 0);
+  acquire(&swap.lock);
+  swap.ins += n;
+  release(&swap.lock);
+}
+
+// Contract: write each anonymous out[i].pa to its slot; then give back every page's
+// reference (the one its PTE owned), and for a dropped file page of q let the page cache
+// free the page if no other PTE maps it. Pages bound for consecutive slots go in one
+// request. Sleeps; the caller holds q's vmlock, so q's regions stay as they are.
+static void
+writeout(struct proc *q, struct pageout *out, int n)
+{
+  void *pas[VIRTIO_MAXBUFS];
+  int nout = 0;
+
+  for(int i = 0; i < n; ){
+    int k = 0;
+    while(i + k < n && k < VIRTIO_MAXBUFS && out[i].slot != NOSLOT &&
+          out[i + k].slot == out[i].slot + k){
+      pas[k] = out[i + k].pa;
+      k++;
+    }
+    if(k > 0)
+      virtio_disk_pages(SWAPDEV, out[i].slot, pas, k, 1);
+    nout += k;
+    i += k > 0 ? k : 1;
+  }
+  for(int i = 0; i < n; i++){
+    kfree(out[i].pa);
+    if(out[i].slot == NOSLOT)
+      mmap_trim(q, out[i].va);
+  }
+  acquire(&swap.lock);
+  swap.outs += nout;
+  swap.dropped += n - nout;
+  release(&swap.lock);
+}
+
+// Contract: one visit of the hand to process q: page out up to want of its pages from
+// hand.va on (uvmpageout chooses them), write them and free them. Returns the pages
+// freed; *scanned is the PTEs looked at (1 for a process it could not visit). Caller
+// holds hand.lock and is process me.
+static int
+visit(struct proc *q, struct proc *me, int want, int *scanned)
+{
+  struct pageout out[RECLAIM_BATCH];
+  int n = 0;
+
+  *scanned = 1;
+  int locked = q == me ? holdingsleep(&q->vmlock) : tryacquiresleep(&q->vmlock);
+  if(!locked){
+    hand.va = 0;
+    return 0;
+  }
+  acquire(&q->lock);
+  if((q == me || q->state == SLEEPING || q->state == RUNNABLE) && q->pagetable)
+    hand.va = uvmpageout(q->pagetable, hand.va, SCAN_STEP, out, want, &n, scanned);
+  else
+    hand.va = 0;
+  release(&q->lock);
+  if(q == me)
+    sfence_vma();   // our own PTEs lost PTE_A or were paged out
+  writeout(q, out, n);
+  if(q != me)
+    releasesleep(&q->vmlock);
+  return n;
+}
+
+// Contract: try to free up to want pages (at most RECLAIM_BATCH) by paging user pages
+// out, turning the clock's hand at most twice round all the memory there is (the first
+// turn may only clear accessed bits). Returns the pages freed: 0 when there is no swap,
+// swap is full, or nothing can be paged out. Sleeps: the caller holds no spinlock, and no
+// pointer into its own user memory if it holds its own vmlock (its pages may go too).
+int
+reclaim(int want)
+{
+  struct proc *me = myproc();
+  // Two turns over every PTE user memory can have (RAM and swap), and every process slot.
+  long budget = 2 * (ktotalpages() + swap.nslots) + 2 * NPROC * SCAN_STEP;
+  int got = 0;
+
+  if(swap.nslots == 0 || me == 0)
+    return 0;
+  if(want > RECLAIM_BATCH)
+    want = RECLAIM_BATCH;
+  acquiresleep(&hand.lock);
+  while(got < want && budget > 0 && swap_free_slots() > 0){
+    int scanned;
+    got += visit(&proc[hand.proc], me, want - got, &scanned);
+    budget -= scanned;
+    if(hand.va == 0)
+      hand.proc = (hand.proc + 1) % NPROC;
+  }
+  releasesleep(&hand.lock);
+  return got;
+}
+
+// Contract: the low watermark: vmfault and the other places that are about to use pages
+// reclaim while free pages are below it (vm.c's vmreserve).
+uint64
+swap_low(void)
+{
+  uint64 low = ktotalpages() / 64;
+  return low > 2 * RECLAIM_BATCH ? low : 2 * RECLAIM_BATCH;
+}
+
+// Contract: slots free now (0 without swap). A statistic, and eager sbrk's upper bound.
+uint64
+swap_free_slots(void)
+{
+  acquire(&swap.lock);
+  uint64 n = swap.nslots - swap.nused;
+  release(&swap.lock);
+  return n;
+}
+
+// Contract: add the whole-system swap figures to ms (memstat; kernel/memstat.h).
+void
+swapstat(struct memstat *ms)
+{
+  acquire(&swap.lock);
+  ms->swap_slots = swap.nslots;
+  ms->swap_slots_used = swap.nused;
+  ms->swap_ins = swap.ins;
+  ms->swap_outs = swap.outs;
+  ms->dropped_file_pages = swap.dropped;
+  release(&swap.lock);
+}
