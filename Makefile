@@ -1,7 +1,7 @@
 # NexOS build.
 #
 #   make [LAZY_ALLOC=0|1] [COW_ALLOC=0|1] [MEMSIZE=MiB]   kernel, user programs, fs.img
-#   make qemu      ...                                     build and boot to the shell
+#   make qemu      ... [SWAPSIZE=MiB]                      build and boot to the shell
 #   make qemu-llm  ... [MODEL=real|synth|path]             the same with the LLM image (model.bin)
 #   make qemu-gdb  ...                                     boot and wait for gdb
 #   make clean                                             remove every configuration's build
@@ -13,6 +13,7 @@ LAZY_ALLOC ?= 1
 COW_ALLOC ?= 1
 CPUS ?= 1
 MEMSIZE ?= 512
+SWAPSIZE ?= 0
 FS_MB ?= 128
 EXTRA_UPROGS ?=
 MODEL ?=
@@ -35,6 +36,11 @@ $(error COW_ALLOC must be 0 or 1, not '$(COW_ALLOC)')
 endif
 ifeq ($(shell [ "$(MEMSIZE)" -ge 128 ] 2>/dev/null && [ "$(MEMSIZE)" -le 2048 ] 2>/dev/null && echo ok),)
 $(error MEMSIZE must be a number of MiB between 128 and 2048, not '$(MEMSIZE)')
+endif
+# SWAPSIZE only sizes the swap disk QEMU is given (the kernel finds the disk at boot), so it
+# changes no build folder; 0 boots without one.
+ifeq ($(shell [ "$(SWAPSIZE)" -ge 0 ] 2>/dev/null && [ "$(SWAPSIZE)" -le 4096 ] 2>/dev/null && echo ok),)
+$(error SWAPSIZE must be a number of MiB between 0 and 4096, not '$(SWAPSIZE)')
 endif
 ifeq ($(shell [ "$(CPUS)" -ge 1 ] 2>/dev/null && [ "$(CPUS)" -le 8 ] 2>/dev/null && echo ok),)
 $(error CPUS must be a number between 1 and 8, not '$(CPUS)')
@@ -286,17 +292,31 @@ QEMUOPTS = -machine virt -bios none -kernel $(B)/kernel -m $(MEMSIZE)M -smp $(CP
 	-drive file=$(IMG),if=none,format=raw,id=x0 \
 	-device virtio-blk-device,drive=x0,bus=virtio-mmio-bus.0
 
+# SWAPSIZE=MiB > 0: a second virtio disk on bus 1, the kernel's swap area. Its contents never
+# outlive a boot (the kernel writes a slot before it reads it), so the file is sparse, made
+# once per size and reused; SWAPSIZE=0 leaves the command line as it was without swap.
+SWAP_IMG :=
+ifneq ($(SWAPSIZE),0)
+SWAP_IMG := $(B)/swap-$(SWAPSIZE)M.img
+QEMUOPTS += -drive file=$(SWAP_IMG),if=none,format=raw,id=x1 \
+	-device virtio-blk-device,drive=x1,bus=virtio-mmio-bus.1
+endif
+
+$(B)/swap-%M.img:
+	@mkdir -p $(@D)
+	truncate -s $*M $@
+
 qemu: IMG = $(B)/fs.img
-qemu: all
+qemu: all $(SWAP_IMG)
 	$(QEMU) $(QEMUOPTS)
 
 qemu-llm: IMG = $(B)/fs-llm.img
-qemu-llm: llm
+qemu-llm: llm $(SWAP_IMG)
 	$(QEMU) $(QEMUOPTS)
 
 GDBPORT ?= $(shell expr `id -u` % 5000 + 25000)
 qemu-gdb: IMG = $(B)/fs.img
-qemu-gdb: all
+qemu-gdb: all $(SWAP_IMG)
 	@echo "target remote 127.0.0.1:$(GDBPORT)" > .gdbinit
 	@echo "*** now run 'gdb-multiarch $(B)/kernel' in another window" 1>&2
 	$(QEMU) $(QEMUOPTS) -S -gdb tcp::$(GDBPORT)
@@ -316,7 +336,7 @@ grade:
 # clean keeps build/models/ (the generated checkpoint takes a while to make);
 # distclean removes it too.
 clean:
-	rm -rf build/lazy* build/host build/host-programs .gdbinit
+	rm -rf build/lazy* build/nexos-swap-* build/host build/host-programs .gdbinit
 
 distclean: clean
 	rm -rf build

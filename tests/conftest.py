@@ -320,17 +320,24 @@ def kernel11(build_kernel) -> tuple[BuildConfig, Path]:
 SEED_TRANSCRIPT = REPO / "tests" / "transcripts" / "guest-seed-lazy1-cow0.txt"
 
 FAKE_QEMU = r'''
-import sys, time
+import os, sys, time
 with open(@SEED_TRANSCRIPT@) as f:
     SEED_LAZY = f.read().split("\n", 1)[1]
 args = sys.argv[1:]
 mem = args[args.index("-m") + 1].rstrip("M")
 cpus = args[args.index("-smp") + 1]
 lazy = "0" if "lazy0" in " ".join(args) else "1"
+# a swap disk (id=x1) is reported as a swapping kernel does (unless FAKE_QEMU_NO_SWAP: a
+# kernel that predates swap); without one, the line of a kernel that predates swap
+swap = ""
+for a in args:
+    if a.startswith("file=") and a.endswith(",id=x1") and not os.environ.get("FAKE_QEMU_NO_SWAP"):
+        swap = " swap=%dM" % (os.path.getsize(a[5:].split(",")[0]) >> 20)
 out = sys.stdout
 def say(s):
     out.write(s.replace("\n", "\r\n")); out.flush()
-say("\nfake-qemu booting\nnexos: LAZY_ALLOC=%s COW_ALLOC=1 cpus=%s mem=%sM\n" % (lazy, cpus, mem))
+say("\nfake-qemu booting\nnexos: LAZY_ALLOC=%s COW_ALLOC=1 cpus=%s mem=%sM%s\n"
+    % (lazy, cpus, mem, swap))
 say("init: starting sh\n$ ")
 for line in sys.stdin:
     cmd = line.strip()

@@ -6,6 +6,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,14 @@ from rich.markup import escape
 
 from nexos.build import BuildError, build_all, ensure_built
 from nexos.compare import ProbeFailed, compare_probes, probe_record, run_probe, run_probes
-from nexos.config import ALL_CONFIGS, BuildConfig, ConfigError, find_repo, matrix
+from nexos.config import (
+    ALL_CONFIGS,
+    MAX_SWAPSIZE,
+    BuildConfig,
+    ConfigError,
+    find_repo,
+    matrix,
+)
 from nexos.grade import (
     CHECK_NAMES,
     DEFAULT_CHECK_NAMES,
@@ -120,6 +128,11 @@ mem_opt = click.option("--mem", "memsize", type=int, default=512, show_default=T
                        help="Guest RAM in MiB (MEMSIZE).")
 cpus_opt = click.option("--cpus", type=click.IntRange(1, 8), default=1, show_default=True,
                         help="Harts (-smp).")
+swap_opt = click.option("--swap", "swapsize", type=click.IntRange(0, MAX_SWAPSIZE), default=0,
+                        show_default=True, metavar="MiB",
+                        help="Boot with a swap disk of this many MiB (a private sparse file "
+                             "per boot, removed afterwards; 0: no swap). The build is the "
+                             "same.")
 nobuild_opt = click.option("--no-build", is_flag=True, help="Do not run make first.")
 
 
@@ -250,6 +263,7 @@ def build(lazy: int, cow: int, memsize: int, all_: bool, llm: bool) -> None:
 @cow_opt
 @mem_opt
 @cpus_opt
+@swap_opt
 @click.option("--llm", is_flag=True, help="Boot the LLM image (with the model checkpoint).")
 @click.option("--timeout", type=float, default=300.0, show_default=True,
               help="Seconds each command may take.")
@@ -257,13 +271,14 @@ def build(lazy: int, cow: int, memsize: int, all_: bool, llm: bool) -> None:
               help="Append the whole console transcript to this file.")
 @nobuild_opt
 @click.argument("commands", nargs=-1, required=True)
-def run(lazy: int, cow: int, memsize: int, cpus: int, llm: bool, timeout: float,
-        transcript: Path | None, no_build: bool, commands: tuple[str, ...]) -> None:
+def run(lazy: int, cow: int, memsize: int, cpus: int, swapsize: int, llm: bool,
+        timeout: float, transcript: Path | None, no_build: bool,
+        commands: tuple[str, ...]) -> None:
     """Boot, run each COMMAND in the NexOS shell, stream the output.
 
     Exit status 1 when a command shows SOME TESTS FAILED, usertrap:, panic:,
     [smolprobe] error: or times out. Example: nexos run -- "echo hi" usertests"""
-    cfg = BuildConfig(lazy, cow, memsize, cpus)
+    cfg = BuildConfig(lazy, cow, memsize, cpus, swapsize)
     check_output_file(transcript)
     r = prepare([cfg], llm, no_build)
     failed = False
@@ -479,12 +494,13 @@ def report_result(result: CheckResult) -> None:
               help="Grade a lab (docs/lab.md): in each configuration the checks that lab's "
                    "plan runs there (see 'nexos lab plan'); --configs narrows it.")
 @mem_opt
+@swap_opt
 @nobuild_opt
 @click.pass_context
 def grade(ctx: click.Context, json_path: Path | None, junit_path: Path | None,
           configs: list[str], checks: list[str], timeout_scale: float,
           transcripts: Path | None, hidden: tuple[str, ...], lab_name: str | None,
-          memsize: int, no_build: bool) -> None:
+          memsize: int, swapsize: int, no_build: bool) -> None:
     """Run every check on every configuration; points; non-zero exit on any failure."""
     for value in hidden:
         check_hidden_file(value)
@@ -495,7 +511,7 @@ def grade(ctx: click.Context, json_path: Path | None, junit_path: Path | None,
         sources, hidden_specs = hidden_checks(hidden, timeout_scale)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--hidden") from None
-    cfgs = [BuildConfig.parse(name, memsize) for name in configs]
+    cfgs = [BuildConfig.parse(name, memsize, swapsize=swapsize) for name in configs]
     if lab_name is None:
         plan: Plan = [(cfg, with_hidden(select_checks(checks, timeout_scale), hidden_specs))
                       for cfg in cfgs]
@@ -503,8 +519,10 @@ def grade(ctx: click.Context, json_path: Path | None, junit_path: Path | None,
         raise OptionError("--checks and --lab do not go together: a lab's plan chooses "
                           "the checks (see 'nexos lab plan --lab LAB')")
     else:
+        # the lab's plan knows nothing of swap, a boot-time choice: the boots get --swap
         plan = [(cfg, with_hidden(select_checks(names, timeout_scale), hidden_specs))
-                for cfg, names in lab_plan(lab_name, memsize) if cfg in cfgs]
+                for cfg, names in ((replace(c, swapsize=swapsize), n)
+                                   for c, n in lab_plan(lab_name, memsize)) if cfg in cfgs]
     r = repo()
     find_toolchain(need_gcc=not no_build)  # both tools named at once when both are missing
     results = grade_all(r, plan, sources, build=not no_build,

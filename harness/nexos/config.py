@@ -10,6 +10,8 @@ DEFAULT_MEMSIZE = 512  # MiB; the Makefile's default MEMSIZE
 DEFAULT_CPUS = 1
 MAX_CPUS = 8  # NCPU in kernel/param.h
 MIN_MEMSIZE, MAX_MEMSIZE = 128, 2048  # what the Makefile accepts
+DEFAULT_SWAPSIZE = 0  # MiB; no swap disk
+MAX_SWAPSIZE = 4096   # the Makefile's limit on SWAPSIZE
 
 
 class ConfigError(ValueError):
@@ -18,12 +20,14 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class BuildConfig:
-    """One point of the flag matrix. `cpus` only matters at boot (-smp), not for the build."""
+    """One point of the flag matrix. `cpus` and `swapsize` only matter at boot (-smp, the size
+    in MiB of the swap disk; 0: none), not for the build: the kernel finds both at boot."""
 
     lazy: int
     cow: int
     memsize: int = DEFAULT_MEMSIZE
     cpus: int = DEFAULT_CPUS
+    swapsize: int = DEFAULT_SWAPSIZE
 
     def __post_init__(self) -> None:
         if self.lazy not in (0, 1):
@@ -35,6 +39,9 @@ class BuildConfig:
                               f"got {self.memsize!r}")
         if not 1 <= self.cpus <= MAX_CPUS:
             raise ConfigError(f"CPUS must be between 1 and {MAX_CPUS}, got {self.cpus!r}")
+        if not 0 <= self.swapsize <= MAX_SWAPSIZE:
+            raise ConfigError(f"SWAPSIZE must be between 0 and {MAX_SWAPSIZE} MiB, "
+                              f"got {self.swapsize!r}")
 
     @property
     def name(self) -> str:
@@ -54,15 +61,17 @@ class BuildConfig:
         args = [f"LAZY_ALLOC={self.lazy}", f"COW_ALLOC={self.cow}"]
         if self.memsize != DEFAULT_MEMSIZE:
             args.append(f"MEMSIZE={self.memsize}")
-        return args  # CPUS only matters at boot (-smp); the kernel is built for NCPU harts
+        # CPUS and SWAPSIZE only matter at boot (-smp, the second disk): the kernel is built
+        # for NCPU harts and sizes its swap area from the disk it finds
+        return args
 
     def build_dir(self, repo: Path) -> Path:
         """Where make puts this configuration's kernel and images."""
         return repo / "build" / self.name
 
     @classmethod
-    def parse(cls, text: str, memsize: int = DEFAULT_MEMSIZE, cpus: int = DEFAULT_CPUS
-              ) -> BuildConfig:
+    def parse(cls, text: str, memsize: int = DEFAULT_MEMSIZE, cpus: int = DEFAULT_CPUS,
+              swapsize: int = DEFAULT_SWAPSIZE) -> BuildConfig:
         """Parse `lazy1-cow0`, `lazy1-cow0-mem256` or `1,0` / `10` shorthands."""
         t = text.strip().lower()
         mem = memsize
@@ -82,15 +91,16 @@ class BuildConfig:
                 f"bad configuration {text!r} (expected e.g. lazy1-cow0, 1,0 or 10)")
         if not (lz.strip().isdigit() and cw.strip().isdigit()):
             raise ConfigError(f"bad configuration {text!r}")
-        return cls(int(lz), int(cw), mem, cpus)
+        return cls(int(lz), int(cw), mem, cpus, swapsize)
 
 
 ALL_CONFIGS: tuple[tuple[int, int], ...] = ((0, 0), (0, 1), (1, 0), (1, 1))
 
 
-def matrix(memsize: int = DEFAULT_MEMSIZE, cpus: int = DEFAULT_CPUS) -> list[BuildConfig]:
+def matrix(memsize: int = DEFAULT_MEMSIZE, cpus: int = DEFAULT_CPUS,
+           swapsize: int = DEFAULT_SWAPSIZE) -> list[BuildConfig]:
     """All four flag combinations."""
-    return [BuildConfig(lz, cw, memsize, cpus) for lz, cw in ALL_CONFIGS]
+    return [BuildConfig(lz, cw, memsize, cpus, swapsize) for lz, cw in ALL_CONFIGS]
 
 
 def find_repo(start: Path | None = None) -> Path:

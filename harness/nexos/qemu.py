@@ -1,8 +1,9 @@
 """Drive one NexOS kernel in QEMU over its serial console (pexpect on a pseudo-terminal).
 
 A QemuSession boots a kernel from a pristine image (snapshot=on, or a private copy in
-persistent mode), checks the boot line against the requested configuration, waits for the
-shell prompt, and runs commands one at a time. A kernel panic is reported at once
+persistent mode), with a private swap disk when the configuration asks for swap, checks the
+boot line against the requested configuration, waits for the shell prompt, and runs commands
+one at a time. A kernel panic is reported at once
 (KernelPanic), a hang by a timeout (QemuTimeout); in both cases QEMU is killed and the
 session is finished. QEMU is always killed: by close()/__exit__, atexit, SIGTERM/SIGHUP/SIGINT
 handlers, and by the kernel when this process dies (PR_SET_PDEATHSIG plus the tty hang-up).
@@ -98,6 +99,7 @@ def kill_all() -> None:
         s._killed = True
         if s.pid is not None:
             _kill_group(s.pid)
+        s._remove_swap()  # the process may end right after this (a signal, atexit)
 
 
 def _on_signal(signum: int, frame: object) -> None:
@@ -160,9 +162,13 @@ class QemuSession:
         transcript: Path | TextIO | None = None,
         on_output: Callable[[str], None] | None = None,
         qemu: str | None = None,
+        swap_dir: Path | None = None,
     ) -> None:
         """Nothing starts until start() (or `with`). `config` is what the boot line must say;
-        its cpus/memsize are passed to QEMU (-smp/-m). snapshot=False writes to `image`."""
+        its cpus/memsize are passed to QEMU (-smp/-m), and its swapsize > 0 adds a swap disk
+        of that many MiB: a sparse file of this session's own in a new folder under
+        `swap_dir` (default: the temp dir), removed at close(). snapshot=False writes to
+        `image`."""
         self.kernel = Path(kernel)
         self.image = Path(image)
         self.config = config or BuildConfig(1, 1)
@@ -171,6 +177,8 @@ class QemuSession:
         self.lifetime = lifetime
         self.on_output = on_output
         self.qemu = qemu
+        self.swap_dir = swap_dir
+        self.swap_image: Path | None = None  # this boot's swap disk, while it runs
         self.boot: BootInfo | None = None
         self.boot_seconds: float | None = None
         self._transcript_arg = transcript
@@ -187,13 +195,16 @@ class QemuSession:
     @classmethod
     def for_config(cls, config: BuildConfig, repo: Path, llm: bool = False,
                    **kwargs: object) -> QemuSession:
-        """A session for build/<config>/kernel with fs.img (or fs-llm.img when llm)."""
+        """A session for build/<config>/kernel with fs.img (or fs-llm.img when llm). A swap
+        disk goes under build/ (on the checkout's disk, not a RAM-backed /tmp: the guest may
+        write all of it)."""
         d = config.build_dir(repo)
         image = d / ("fs-llm.img" if llm else "fs.img")
         for f in (d / "kernel", image):
             if not f.is_file():
                 what = f"--lazy {config.lazy} --cow {config.cow}" + (" --llm" if llm else "")
                 raise QemuError(f"{f} does not exist; build it first: nexos build {what}")
+        kwargs.setdefault("swap_dir", d.parent)
         return cls(d / "kernel", image, config, **kwargs)  # type: ignore[arg-type]
 
     # ---- properties
@@ -209,16 +220,22 @@ class QemuSession:
 
     def command_line(self) -> list[str]:
         """The full QEMU command (after the `timeout` wrapper)."""
+        """The full QEMU command (after the `timeout` wrapper). The swap disk (bus 1, as `make
+        qemu SWAPSIZE=..` adds it) is there once start() has made its file."""
         drive = f"file={self.image},if=none,format=raw,id=x0"
         if self.snapshot:
             drive += ",snapshot=on"
-        return [
+        cmd = [
             self.qemu or find_qemu(), "-machine", "virt", "-bios", "none",
             "-kernel", str(self.kernel), "-m", f"{self.config.memsize}M",
             "-smp", str(self.config.cpus), "-nographic",
             "-global", "virtio-mmio.force-legacy=false",
             "-drive", drive, "-device", "virtio-blk-device,drive=x0,bus=virtio-mmio-bus.0",
         ]
+        if self.swap_image is not None:
+            cmd += ["-drive", f"file={self.swap_image},if=none,format=raw,id=x1",
+                    "-device", "virtio-blk-device,drive=x1,bus=virtio-mmio-bus.1"]
+        return cmd
 
     # ---- lifecycle
 
@@ -234,6 +251,7 @@ class QemuSession:
         for f in (self.kernel, self.image):
             if not f.is_file():
                 raise QemuError(f"{f} does not exist")
+        self._make_swap()
         cmd = self.command_line()
         self._open_transcript(cmd)
         _install_handlers()
@@ -283,6 +301,30 @@ class QemuSession:
             if self._transcript is not None and self._own_transcript:
                 self._transcript.close()
             self._transcript = None
+            self._remove_swap()
+
+    # ---- the swap disk
+
+    def _make_swap(self) -> None:
+        """A fresh sparse swap file of config.swapsize MiB for this boot, in a folder of its
+        own: two sessions (parallel tests, two workers) never share one, and QEMU's image
+        lock would refuse the second anyway. What a boot swapped out is never needed again."""
+        self._remove_swap()
+        if self.config.swapsize == 0:
+            return
+        if self.swap_dir is not None:
+            self.swap_dir.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="nexos-swap-", dir=self.swap_dir))
+        path = folder / f"swap-{self.config.swapsize}M.img"
+        with open(path, "wb") as f:
+            f.truncate(self.config.swapsize << 20)  # sparse: no blocks until the guest writes
+        self.swap_image = path
+
+    def _remove_swap(self) -> None:
+        """Delete this boot's swap file and its folder, if any. Never raises."""
+        path, self.swap_image = self.swap_image, None
+        if path is not None:
+            shutil.rmtree(path.parent, ignore_errors=True)
 
     # ---- commands
 
@@ -396,12 +438,16 @@ class QemuSession:
     def _check_boot(self, boot: BootInfo) -> None:
         """BootMismatch unless the boot line says what we built and asked QEMU for."""
         want = self.config
-        got = (boot.lazy, boot.cow, boot.cpus, boot.mem)
-        exp = (want.lazy, want.cow, want.cpus, want.memsize)
+        got = (boot.lazy, boot.cow, boot.cpus, boot.mem, boot.swap)
+        exp = (want.lazy, want.cow, want.cpus, want.memsize, want.swapsize)
         if got != exp:
+            # a kernel from before swap prints no swap= at all: say so, it is not a size typo
+            hint = (" (this kernel prints no swap=: it has no swap support)"
+                    if want.swapsize and " swap=" not in boot.line else "")
             raise BootMismatch(
                 f"boot line `{boot.line}` does not match the requested LAZY_ALLOC={want.lazy} "
-                f"COW_ALLOC={want.cow} cpus={want.cpus} mem={want.memsize}M", boot.line)
+                f"COW_ALLOC={want.cow} cpus={want.cpus} mem={want.memsize}M "
+                f"swap={want.swapsize}M{hint}", boot.line)
 
     def _open_transcript(self, cmd: list[str]) -> None:
         t = self._transcript_arg

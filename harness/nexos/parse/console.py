@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 from nexos.parse.core import ParseError, find_panic, find_usertraps
 
+# ` swap=<MiB>M` is optional: a kernel without swap support does not print it (and has none).
 BOOT_RE = re.compile(
     r"nexos: LAZY_ALLOC=(?P<lazy>\d+) COW_ALLOC=(?P<cow>\d+) cpus=(?P<cpus>\d+) "
-    r"mem=(?P<mem>\d+)M")
+    r"mem=(?P<mem>\d+)M(?: swap=(?P<swap>\d+)M)?")
 VERDICT_RE = re.compile(r"^(ALL TESTS PASSED|SOME TESTS FAILED)\s*$", re.M)
 
 
@@ -18,13 +19,15 @@ VERDICT_RE = re.compile(r"^(ALL TESTS PASSED|SOME TESTS FAILED)\s*$", re.M)
 
 @dataclass(frozen=True)
 class BootInfo:
-    """The kernel's configuration line: `nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=512M`."""
+    """The kernel's configuration line: `nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=512M
+    swap=0M`."""
 
     lazy: int
     cow: int
     cpus: int
     mem: int  # MiB
     line: str
+    swap: int = 0  # MiB of swap the kernel found (0: none, or a line without `swap=`)
 
 
 def parse_boot_line(text: str) -> BootInfo:
@@ -34,7 +37,8 @@ def parse_boot_line(text: str) -> BootInfo:
         raise ParseError("no boot line `nexos: LAZY_ALLOC=.. COW_ALLOC=.. cpus=.. mem=..M`", text)
     line_end = text.find("\n", m.start())
     line = text[m.start(): line_end if line_end >= 0 else len(text)].strip()
-    return BootInfo(int(m["lazy"]), int(m["cow"]), int(m["cpus"]), int(m["mem"]), line)
+    return BootInfo(int(m["lazy"]), int(m["cow"]), int(m["cpus"]), int(m["mem"]), line,
+                    int(m["swap"] or 0))
 
 
 # --------------------------------------------------------------------------- verdicts
