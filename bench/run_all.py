@@ -21,7 +21,8 @@ from rich.table import Table
 
 BENCHES = ("build_time", "boot_time", "read_throughput", "fork_cow", "smolprobe_speed",
            "smolprobe_int8", "smolprobe_real", "first_token", "cow_parallel",
-           "smolserve_capacity", "smolserve_prefix", "smolserve_weights",
+           "smolserve_capacity", "smolserve_prefix", "smolserve_weights", "swap_pagein",
+           "smolserve_swap",
            "compare_time", "grade_time", "suite_time")
 
 

@@ -267,8 +267,8 @@ uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
 
 // Contract: grow a process's memory from oldsz to newsz by mapping zeroed pages with
 // PTE_R|PTE_U|xperm, all of them now (exec and eager sbrk use it; the lazy policy
-// lives in growproc, not here). When no page is free it reclaims (swap.c), so it may
-// sleep. Returns newsz (oldsz if newsz < oldsz), or 0 if memory and swap run out, in
+// lives in growproc, not here). It reclaims (swap.c) while free pages are below the low
+// watermark, so it may sleep. Returns newsz (oldsz if newsz < oldsz), or 0 if memory and swap run out, in
 // which case every page it mapped has been unmapped and freed again.
 uint64
 uvmalloc(pagetable_t pagetable, uint64 oldsz, uint64 newsz, int xperm)
@@ -277,9 +277,10 @@ uvmalloc(pagetable_t pagetable, uint64 oldsz, uint64 newsz, int xperm)
     return oldsz;
 
   for(uint64 a = PGROUNDUP(oldsz); a < newsz; a += PGSIZE){
+    // With swap, keep the low watermark free (no pointer into user memory is held here):
+    // this page, and the page-table pages mappages() may need, find a page.
+    vmreserve(1);
     char *mem = kalloc();
-    while(mem == 0 && reclaim(RECLAIM_BATCH) > 0)   // no pointer into user memory held here
-      mem = kalloc();
     if(mem == 0){
       uvmdealloc(pagetable, a, oldsz);
       return 0;
