@@ -9,16 +9,6 @@
 
 #include "user/tests/testlib.h"
 
-// Make the heap top page-aligned and return it.
-static char *align_heap(void)
-{
-  char *t = sbrk(0);
-  uint64 pad = PGROUNDUP((uint64)t) - (uint64)t;
-  if (pad)
-    CHECK(sbrk(pad) == t, "sbrk(%ld) to align the heap failed", (long)pad);
-  return sbrk(0);
-}
-
 // Two snapshots in a row: the first may itself cause a fault on the stack page (COW),
 // the second is a clean baseline.
 static void snap2(struct memstat *m)

@@ -90,16 +90,6 @@ static uint64 fit(struct memstat *m, uint64 want, uint64 eighths)
 
 // ---------------------------------------------------------------- the heap and its pattern
 
-// Make the heap top page-aligned and return it.
-static char *align_heap(void)
-{
-  char *t = sbrk(0);
-  uint64 pad = PGROUNDUP((uint64)t) - (uint64)t;
-  if (pad)
-    CHECK(sbrk(pad) == t, "sbrk(%ld) to align the heap failed", (long)pad);
-  return sbrk(0);
-}
-
 // Grow the heap by n pages in steps sbrk's int can take; returns the first new page, or 0
 // when an sbrk fails (*done then says how many pages it got). For the children of a test,
 // which report by exit status.

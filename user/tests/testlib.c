@@ -129,6 +129,17 @@ check_file(const char *path, int n, int seed)
   CHECK(done == n, "%s: %d bytes, expected %d", path, done, n);
 }
 
+// Make the heap top page-aligned and return it.
+char *
+align_heap(void)
+{
+  char *t = sbrk(0);
+  uint64 pad = PGROUNDUP((uint64)t) - (uint64)t;
+  if (pad)
+    CHECK(sbrk(pad) == t, "sbrk(%ld) to align the heap failed", (long)pad);
+  return sbrk(0);
+}
+
 // Pages free net of swap: free RAM minus the pages held in swap slots. Paging a page out
 // (a page freed, a slot taken) or in leaves it as it is, so "nothing leaked" compares
 // this, not free_pages: with a swap disk other processes' pages may go out or come back

@@ -34,6 +34,7 @@ extern char tl_self[MAXPATH]; // absolute path of this program, for exec tests
 #define CHECK(c, ...) do { if (!(c)) FAIL(__VA_ARGS__); } while (0)
 
 void snap(struct memstat *m);
+char *align_heap(void);
 long tl_free(const struct memstat *m);
 uint64 tl_room(const struct memstat *m);
 uint64 tl_memory(const struct memstat *m);
