@@ -1,8 +1,8 @@
 """smolserve_swap: recompute against swap under memory pressure (docs/smolserve.md,
 "Overcommit: recompute against swap"), for a short, a medium and a long workload.
 
-Each workload asks the same memory: its requests' reservations add up to about 1.7x the
-free pages of a 256 MiB guest (24 requests of 256 slots, 6 of 1024, 3 of 2048), and every
+Each workload asks the same memory: its requests' reservations add up to about 3.4x the
+free pages of a 256 MiB guest (48 requests of 256 slots, 12 of 1024, 6 of 2048), and every
 first attempt fills its reservation once its prompt is fed (--test-fill 1), all admitted at
 once (--overcommit 1). Each runs on a fresh boot of lazy1-cow1 without swap and with a
 512 MiB swap disk. Prints, side by side, completed requests, recomputes, positions fed
@@ -23,7 +23,7 @@ from nexos.records import ServeResult
 from nexos.serve import serve_command
 
 NAME = "smolserve_swap"
-WORKLOADS = (("short", 24, 256), ("medium", 6, 1024), ("long", 3, 2048))
+WORKLOADS = (("short", 48, 256), ("medium", 12, 1024), ("long", 6, 2048))
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
