@@ -188,7 +188,7 @@ int             uvmcopy(pagetable_t old, pagetable_t new, uint64 lo, uint64 hi);
 void            uvmfree(pagetable_t, uint64 sz);
 void            uvmunmap(pagetable_t, uint64 va, uint64 npages, int do_free); // skips holes
 void            uvmclear(pagetable_t, uint64 va);
-int             growproc(int n);    // sbrk: eager or lazy growth by policy; -1 on failure
+int             growproc(struct proc *, int n);  // sbrk, caller holds p->vmlock: eager or lazy growth by policy; -1 on failure
 // vmfault: resolve a user page fault (lazy heap page or COW store) of process p at va.
 // Returns 0 when the access can be retried, -1 when p must be killed.
 int             vmfault(struct proc *p, uint64 va, int is_store);

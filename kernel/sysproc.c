@@ -61,9 +61,14 @@ sys_sbrk(void)
 {
   int n;
 
+  struct proc *p = myproc();
+
   argint(0, &n);
-  uint64 old = myproc()->sz;
-  if(growproc(n) < 0)
+  uint64 old = p->sz;
+  acquiresleep(&p->vmlock);   // reclaim keeps off p's page table meanwhile (vm.c)
+  int r = growproc(p, n);
+  releasesleep(&p->vmlock);
+  if(r < 0)
     return -1;
   return old;
 }

@@ -469,9 +469,19 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 lo, uint64 hi)
 
 // ---------------------------------------------------------------- sbrk and page faults
 
-// Contract: sbrk's policy: growproc() without the lock. Caller holds p->vmlock.
-static int
-resize(struct proc *p, int n)
+// Contract: sbrk's policy. Grow (n > 0) or shrink (n < 0) the memory of p, the calling process,
+// by n bytes; returns 0, or -1 with nothing changed.
+//   grow:   the new size must not pass the lowest mmap region (mmap_floor: TRAPFRAME,
+//           the top of user space, when there is none).
+//           LAZY_ALLOC=1: only p->sz rises; vmfault() maps each page on first touch.
+//           LAZY_ALLOC=0: every new page is mapped now, or none is (out of memory: -1).
+//   shrink: the new size must not go below p->heapbase (sbrk cannot release the
+//           program, its stack or its guard page); the mapped pages of the released
+//           range are unmapped and their references dropped, holes skipped.
+// The caller (sys_sbrk) holds p->vmlock, so that another process's reclaim leaves p's
+// page table alone while an eager grow sleeps in reclaim or is preempted midway.
+int
+growproc(struct proc *p, int n)
 {
   uint64 oldsz = p->sz;
   uint64 newsz = oldsz + (long)n;  // n < 0 wraps below oldsz
@@ -502,27 +512,6 @@ resize(struct proc *p, int n)
   return 0;
 }
 
-// Contract: sbrk's policy. Grow (n > 0) or shrink (n < 0) the calling process's memory
-// by n bytes; returns 0, or -1 with nothing changed.
-//   grow:   the new size must not pass the lowest mmap region (mmap_floor: TRAPFRAME,
-//           the top of user space, when there is none).
-//           LAZY_ALLOC=1: only p->sz rises; vmfault() maps each page on first touch.
-//           LAZY_ALLOC=0: every new page is mapped now, or none is (out of memory: -1).
-//   shrink: the new size must not go below p->heapbase (sbrk cannot release the
-//           program, its stack or its guard page); the mapped pages of the released
-//           range are unmapped and their references dropped, holes skipped.
-// It runs under p->vmlock, so that another process's reclaim leaves p's page table
-// alone while an eager grow sleeps in reclaim or is preempted midway.
-int
-growproc(int n)
-{
-  struct proc *p = myproc();
-
-  acquiresleep(&p->vmlock);
-  int r = resize(p, n);
-  releasesleep(&p->vmlock);
-  return r;
-}
 
 // LAZY_ALLOC=1. Contract: map a zeroed, writable user page at page-aligned va, which is
 // in p's heap and unmapped. Returns 0, or -1 if out of memory.
