@@ -1,14 +1,15 @@
 """smolserve_swap: recompute against swap under memory pressure (docs/smolserve.md,
 "Overcommit: recompute against swap"), for a short, a medium and a long workload.
 
-Each workload asks the same memory: its requests' reservations add up to about 3.4x the
-free pages of a 256 MiB guest (48 requests of 256 slots, 12 of 1024, 6 of 2048), and every
-first attempt fills its reservation once its prompt is fed (--test-fill 1), all admitted at
-once (--overcommit 1). Each runs on a fresh boot of lazy1-cow1 without swap and with a
-512 MiB swap disk. Prints, side by side, completed requests, recomputes, positions fed
-again, pages swapped out and in, and the wall time from the start line to the last finish,
-and checks that both ways give every request the same answer. There is no target: the
-table is the figure, as vLLM's recompute-vs-swap comparison is.
+The workloads are `nexos serve --swap`'s (nexos.serve.PRESSURE_WORKLOADS): each asks the
+same memory, its requests' reservations adding up to about 3.4x the free pages of a 256 MiB
+guest (48 requests of 256 slots, 12 of 1024, 6 of 2048), and every first attempt fills its
+reservation once its prompt is fed (--test-fill 1), all admitted at once (--overcommit 1).
+Each runs on a fresh boot of lazy1-cow1 without swap and with a 512 MiB swap disk. Prints,
+side by side, completed requests, recomputes, positions fed again, pages swapped out and
+in, and the wall time from the start line to the last finish, and checks that both ways
+give every request the same answer. There is no target: the table is the figure, as vLLM's
+recompute-vs-swap comparison is.
 """
 
 from __future__ import annotations
@@ -20,15 +21,14 @@ from benchlib import BenchError, Figure, build, main, serve_run
 
 from nexos.config import BuildConfig
 from nexos.records import ServeResult
-from nexos.serve import serve_command
+from nexos.serve import PRESSURE_MEMSIZE, PRESSURE_WORKLOADS, pressure_workloads, serve_command
 
 NAME = "smolserve_swap"
-WORKLOADS = (("short", 48, 256), ("medium", 12, 1024), ("long", 6, 2048))
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default="lazy1-cow1", help="configuration to boot")
-    p.add_argument("--memsize", type=int, default=256, help="guest RAM (MiB)")
+    p.add_argument("--memsize", type=int, default=PRESSURE_MEMSIZE, help="guest RAM (MiB)")
     p.add_argument("--swap", type=int, default=512, help="swap disk (MiB) of the swap runs")
 
 
@@ -39,9 +39,9 @@ def answers(res: ServeResult) -> list[tuple[str, int]]:
 def measure(args: argparse.Namespace) -> list[Figure]:
     base = BuildConfig.parse(args.config)
     figures: list[Figure] = []
-    for label, n, max_len in WORKLOADS:
-        cmd = serve_command(["--requests", str(n), "--max-len", str(max_len), "--long-len", "1",
-                             "--overcommit", "1", "--test-fill", "1"])
+    for (label, args), (_, n, max_len) in zip(pressure_workloads(None), PRESSURE_WORKLOADS,
+                                               strict=True):
+        cmd = serve_command(args)
         runs = {}
         for swap in (0, args.swap):
             cfg = BuildConfig(base.lazy, base.cow, memsize=args.memsize, cpus=2, swapsize=swap)

@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "harness"))
 
-from nexos.config import BuildConfig  # noqa: E402
+from nexos.config import DEFAULT_MEMSIZE, BuildConfig  # noqa: E402
 from nexos.qemu import QemuSession  # noqa: E402
 
 TRANSCRIPTS = REPO / "tests" / "transcripts"
@@ -28,14 +28,19 @@ CPUS = 2
 
 @dataclass(frozen=True)
 class Run:
-    """One transcript: `command` on (lazy, cow) after the `setup` shell commands."""
+    """One transcript: `command` on (lazy, cow) after the `setup` shell commands, in a guest
+    of `memsize` MiB with a `swapsize` MiB swap disk (0: none)."""
 
     name: str
     lazy: int
     cow: int
     command: str
     setup: tuple[str, ...] = ()
+    memsize: int = DEFAULT_MEMSIZE
+    swapsize: int = 0
 
+
+OVERCOMMIT = "smolserve --requests 6 --max-len 2048 --long-len 1 --overcommit 1 --test-fill 1"
 
 RUNS = (
     Run("serve-seed32-lazy0-cow0", 0, 0, "smolserve --workload seed32"),
@@ -62,19 +67,24 @@ RUNS = (
         ("""echo C1 96 '"What is the capital of France?"' gen=4 > /c.txt""",
          """echo C2 96 '"Name a colour."' gen=4 >> /c.txt""",
          "echo T 64 1,2,3:4 gen=1 >> /c.txt")),
+    # nexos serve --swap: the same overcommitted workload without swap and with
+    Run("serve-overcommit-mem256-lazy1-cow1", 1, 1, OVERCOMMIT, memsize=256),
+    Run("serve-overcommit-swap512-mem256-lazy1-cow1", 1, 1, OVERCOMMIT, memsize=256,
+        swapsize=512),
 )
 
 
 def capture(run: Run, out: Path) -> Path:
     """Boot run's configuration, run its setup and command, write the transcript."""
-    cfg = BuildConfig(run.lazy, run.cow, cpus=CPUS)
+    cfg = BuildConfig(run.lazy, run.cow, run.memsize, CPUS, swapsize=run.swapsize)
     with QemuSession.for_config(cfg, REPO, llm=True) as s:
         for cmd in run.setup:
             s.run(cmd, timeout=60)
         res = s.run(run.command, timeout=900)
     path = out / f"{run.name}.txt"
     setup = "".join(f"$ {c}; " for c in run.setup)
-    path.write_text(f"{HEADER} guest {cfg.name} cpus={CPUS} default /model.bin: "
+    swap = f" swap={run.swapsize}M" if run.swapsize else ""
+    path.write_text(f"{HEADER} guest {cfg.name} cpus={CPUS}{swap} default /model.bin: "
                     f"{setup}$ {run.command}\n{res.output}", encoding="utf-8")
     return path
 

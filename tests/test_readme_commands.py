@@ -257,6 +257,33 @@ def test_readme_nexos_serve_line(build_kernel):
     assert int(rows["lazy1-cow1"][0]) == 32 and int(rows["lazy0-cow0"][0]) <= 6, r.stdout
 
 
+def test_readme_nexos_serve_swap_line(build_kernel):
+    """The README's `nexos serve --swap 512` line: the short, medium and long workloads on
+    lazy1-cow1 in 256 MiB, each on a boot without swap and one with a 512 MiB swap disk.
+    Every request completes both ways with the same answers; without swap workers are
+    killed and recomputed, with swap none is, and pages go out and come back."""
+    words = readme_line("$ nexos serve --swap")[1:]
+    assert words == ["nexos", "serve", "--swap", "512"], words
+    cfg = BuildConfig(1, 1, 256, 2)
+    build_kernel(cfg, llm=True)
+    with build_locks([cfg]):
+        r = run(nexos_argv(words), timeout=2400, columns=100)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "every request completed, with the same answers without swap and with" in r.stdout
+    # workload, kernel | no swap: done, recomputed, tokens, secs | swap: done, recomputed,
+    # out, in, secs
+    rows = {m[1]: m[2].split() for m in re.finditer(
+        r"^\s*(short|medium|long) +lazy1-cow1 +(.*)$", r.stdout, re.M)}
+    assert list(rows) == ["short", "medium", "long"], r.stdout
+    want = {"short": 48, "medium": 12, "long": 6}
+    for label, cells in rows.items():
+        n = want[label]
+        assert cells[0] == cells[4] == f"{n}/{n}", r.stdout
+        assert cells[5] == "0" and int(cells[6]) > 0 and int(cells[7]) > 0, r.stdout
+    for label in ("medium", "long"):  # their requests outgrow memory: kills without swap
+        assert int(rows[label][1]) > 0 and int(rows[label][2]) > 0, r.stdout
+
+
 def test_readme_nexos_chat_line(build_kernel):
     """The README's `nexos chat` line: the answer names Paris; the line under it carries the
     KV pages the run really mapped, which are the pages its tokens span."""

@@ -167,7 +167,10 @@ def check_summary(res: ServeResult) -> None:
     assert s.peak_used_pages >= max(e.used_pages for e in res.events)
     for r in res.requests:
         assert r.attempts == sum(e.kind == "admit" and e.id == r.id for e in admits)
-    assert m.baseline_free_pages == res.start.free_pages == m.final_free_pages
+    assert m.baseline_free_pages == res.start.free_pages
+    if res.pressure_summary is None:
+        assert m.final_free_pages == m.baseline_free_pages
+    # under overcommit the page cache and swap move free pages: the leak is net of them
     assert m.leaked_pages == 0
 
 

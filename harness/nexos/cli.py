@@ -57,15 +57,21 @@ from nexos.report import (
     records_json,
     serve_json,
     serve_table,
+    swap_json,
+    swap_table,
     write_text,
 )
 from nexos.serve import (
     DEFAULT_MAX_LEN,
     DEFAULT_REQUESTS,
     GUEST_WORKLOAD,
+    PRESSURE_MEMSIZE,
+    PRESSURE_WORKLOADS,
     ServeWorkload,
+    pressure_workloads,
     read_workload,
     run_serves,
+    run_swap_comparisons,
     serve_command,
     serve_workload,
     workload_commands,
@@ -618,16 +624,30 @@ def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, br
               help="Whether requests that begin with the same prefix share it; without, "
                    "each request prefills its whole prompt alone.")
 @click.option("--cpus", type=click.IntRange(1, 8), default=2, show_default=True, help="Harts.")
+@click.option("--swap", "swap_mib", type=click.IntRange(1, MAX_SWAPSIZE), default=None,
+              metavar="MiB",
+              help="Recompute against swap: run each workload under overcommit (smolserve "
+                   "--overcommit 1 --test-fill 1) on a boot without swap and on one with a "
+                   "swap disk of MiB, and print them side by side. With no workload options: "
+                   "a short, a medium and a long workload "
+                   f"({', '.join(f'{n}x{m}' for _, n, m in PRESSURE_WORKLOADS)}), "
+                   f"--mem {PRESSURE_MEMSIZE} unless given, lazy1-cow1 unless --matrix.")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
 @click.option("--timeout", type=float, default=1800.0, show_default=True)
 @mem_opt
 @nobuild_opt
 def serve(all_: bool, workload: str | None, requests: int | None, max_len: int | None,
           seed: int | None, long_len: int | None, prefix_len: int | None, share_prefix: bool,
-          cpus: int, as_json: bool, timeout: float, memsize: int, no_build: bool) -> None:
+          cpus: int, swap_mib: int | None, as_json: bool, timeout: float, memsize: int,
+          no_build: bool) -> None:
     """smolserve (docs/smolserve.md): how many requests run at once, per configuration.
 
-    With no workload options it runs the README's: --requests 32 --max-len 2048."""
+    With no workload options it runs the README's: --requests 32 --max-len 2048. With
+    --swap MiB: what memory pressure costs without swap (recompute) and with it."""
+    if swap_mib is not None:
+        serve_swap(all_, (workload, requests, max_len, seed, long_len, prefix_len),
+                   share_prefix, cpus, swap_mib, as_json, timeout, memsize, no_build)
+        return
     load, setup = serve_plan(workload, requests, max_len, seed, long_len, prefix_len,
                              share_prefix)
     configs = matrix(memsize, cpus) if all_ else [BuildConfig(0, 0, memsize, cpus),
@@ -648,6 +668,54 @@ def serve(all_: bool, workload: str | None, requests: int | None, max_len: int |
     else:
         out.print(serve_table(records, serve_command(load.args)))
     sys.exit(1 if any(x.failed for x in records) else 0)
+
+
+def serve_swap(all_: bool, options: tuple, share_prefix: bool, cpus: int, swap_mib: int,
+               as_json: bool, timeout: float, memsize: int, no_build: bool) -> None:
+    """`nexos serve --swap MiB`: each workload on each configuration without swap and with
+    (docs/smolserve.md, "Overcommit: recompute against swap"); exit 1 unless every pair
+    completed every request with the same answers."""
+    workload, requests, max_len, seed, long_len, prefix_len = options
+    setup: list[str] = []
+    if workload is None and requests is None and max_len is None:
+        tuning = [f for f, v in (("--seed", seed), ("--long-len", long_len),
+                                 ("--prefix-len", prefix_len)) if v is not None]
+        if tuning or not share_prefix:
+            given = tuning or ["--no-share-prefix"]
+            raise OptionError(f"{' and '.join(given)} goes with a given workload (--workload, "
+                              "or --requests/--max-len): --swap alone runs its own three")
+        workloads = pressure_workloads(None)
+        if click.get_current_context().get_parameter_source("memsize") == \
+                click.core.ParameterSource.DEFAULT:
+            memsize = PRESSURE_MEMSIZE
+    else:
+        load, setup = serve_plan(workload, requests, max_len, seed, long_len, prefix_len,
+                                 share_prefix)
+        workloads = pressure_workloads(load)
+    configs = matrix(memsize, cpus) if all_ else [BuildConfig(1, 1, memsize, cpus)]
+    r = prepare(configs, True, no_build)
+
+    def open_shell(lazy: int, cow: int, n: int, swap: int
+                   ) -> AbstractContextManager[QemuSession]:
+        cfg = BuildConfig(lazy, cow, memsize, n, swapsize=swap)
+        session = QemuSession.for_config(cfg, r, llm=True, lifetime=timeout + 300)
+        return session_after(session, setup, 60.0)
+
+    pairs = run_swap_comparisons(open_shell, [(c.lazy, c.cow) for c in configs], cpus,
+                                 workloads, swap_mib, timeout, (QemuError,))
+    if as_json:
+        click.echo(swap_json(pairs))
+    else:
+        out.print(swap_table(pairs))
+        for c in pairs:
+            if c.problem is None:
+                continue
+            for rec in (c.without, c.with_swap):
+                if rec.evidence:
+                    out.print(f"[bold]{c.workload}, {rec.config}:[/bold] {rec.command}",
+                              highlight=False)
+                    out.print(rec.evidence[-1500:], markup=False, highlight=False)
+    sys.exit(1 if any(c.problem is not None for c in pairs) else 0)
 
 
 def serve_plan(workload: str | None, requests: int | None, max_len: int | None,

@@ -460,3 +460,47 @@ class ServeRecord:
         else:
             d.update(self.result.to_json())
         return d
+
+
+@dataclass(frozen=True)
+class SwapComparison:
+    """`nexos serve --swap`: one workload on one configuration, run under overcommit on a
+    fresh boot without swap and on one with a `swapsize` MiB swap disk (docs/smolserve.md,
+    "Overcommit: recompute against swap")."""
+
+    workload: str
+    swapsize: int
+    without: ServeRecord
+    with_swap: ServeRecord
+
+    @property
+    def same_answers(self) -> bool:
+        """Whether both ways gave every request the same greedy answer."""
+        a, b = self.without.result, self.with_swap.result
+        return (a is not None and b is not None and bool(a.requests)
+                and [(r.id, r.answer_fnv) for r in a.requests]
+                == [(r.id, r.answer_fnv) for r in b.requests])
+
+    @property
+    def problem(self) -> str | None:
+        """Why the comparison is not a clean one, or None: a run that failed, one with no
+        PRESSURE_SUMMARY, a request not completed, or answers that differ."""
+        for way, rec in (("without swap", self.without), ("with swap", self.with_swap)):
+            res = rec.result
+            if rec.failed or res is None:
+                why = rec.problem or (res.error if res is not None else None) or "no result"
+                return f"{way}: {why}"
+            ps, s = res.pressure_summary, res.summary
+            if ps is None or s is None:
+                return f"{way}: no PRESSURE_SUMMARY (smolserve ran without --overcommit 1?)"
+            if ps.completed != s.requests:
+                return f"{way}: {ps.completed} of {s.requests} requests completed"
+        if not self.same_answers:
+            return "the answers differ with and without swap"
+        return None
+
+    def to_json(self) -> dict[str, object]:
+        return {"workload": self.workload, "swap_mib": self.swapsize,
+                "same_answers": self.same_answers, "problem": self.problem,
+                "without_swap": self.without.to_json(), "with_swap": self.with_swap.to_json()}
+

@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 
 from nexos.parse import SmolprobeResult
-from nexos.records import CheckResult, ProbeRecord, ServeRecord
+from nexos.records import CheckResult, ProbeRecord, ServeRecord, SwapComparison
 
 
 def probe_table(res: SmolprobeResult, title: str = "smolprobe") -> Table:
@@ -250,6 +250,46 @@ def serve_table(records: list[ServeRecord], command: str = "") -> Table:
                                                    str(p.kv_pages_saved)]
         t.add_row(rec.config, *cells, back)
     return t
+
+
+def swap_table(comparisons: list[SwapComparison]) -> Table:
+    """`nexos serve --swap`: per workload and kernel, side by side, what the run without swap
+    (recompute) and the one with swap cost (docs/smolserve.md, "Overcommit"). The caption
+    says whether every request completed with the same answer both ways, or why not."""
+    swap = comparisons[0].swapsize if comparisons else 0
+    problems = [f"{c.workload} {c.without.config}: {c.problem}" for c in comparisons
+                if c.problem is not None]
+    caption = ("\n".join(f"[red]{p}[/red]" for p in problems) if problems else
+               "every request completed, with the same answers without swap and with")
+    t = Table(title=f"smolserve overcommitted: recompute (no swap) vs swap ({swap} MiB); "
+                    "secs: wall time",
+              caption=caption, box=box.SIMPLE_HEAD, padding=0)
+    t.add_column("workload", no_wrap=True)
+    t.add_column("kernel", no_wrap=True)
+    # the first header line names the way for the columns up to the next one that names one
+    names = ["no swap\ndone", "\nrecomp", "\ntokens", "\nsecs",
+             "swap\ndone", "\nrecomp", "\nout", "\nin", "\nsecs"]
+    for name in names:
+        t.add_column(name, justify="right", no_wrap=True)
+    for c in comparisons:
+        cells: list[str] = []
+        for rec in (c.without, c.with_swap):
+            res = rec.result
+            ps = res.pressure_summary if res is not None else None
+            if res is None or ps is None:
+                cells += ["-"] * (4 if rec is c.without else 5)
+                continue
+            cells += [f"{ps.completed}/{len(res.requests)}", str(ps.recomputed)]
+            cells += [str(ps.recomputed_tokens)] if rec is c.without else [
+                str(ps.swap_outs), str(ps.swap_ins)]
+            cells.append(f"{ps.wall_ms / 1000:.1f}")
+        t.add_row(c.workload, c.without.config, *cells)
+    return t
+
+
+def swap_json(comparisons: list[SwapComparison]) -> str:
+    """`nexos serve --swap --json`: every pair with both records' parsed figures."""
+    return json.dumps([c.to_json() for c in comparisons], indent=2)
 
 
 def serve_json(records: list[ServeRecord]) -> str:

@@ -26,7 +26,7 @@ from nexos.limits import SMOLSERVE_MAX_ID as MAX_ID
 from nexos.limits import SMOLSERVE_MAX_PROMPT as MAX_PROMPT
 from nexos.limits import SMOLSERVE_MAX_REQUESTS as MAX_REQUESTS
 from nexos.parse import ParseError, find_panic, parse_serve
-from nexos.records import ServeRecord, ServeResult
+from nexos.records import ServeRecord, ServeResult, SwapComparison
 
 # --------------------------------------------------------------------------- the timeline
 
@@ -52,6 +52,8 @@ class Shell(Protocol):
 
 
 OpenShell = Callable[[int, int, int], AbstractContextManager[Shell]]
+# (lazy, cow, cpus, swap MiB) -> a booted shell, for --swap's pairs of boots
+OpenSwapShell = Callable[[int, int, int, int], AbstractContextManager[Shell]]
 ShellErrors = tuple[type[BaseException], ...]
 
 
@@ -311,3 +313,42 @@ def run_serves(open_shell: OpenShell, configs: Sequence[tuple[int, int]], cpus: 
     """run_serve on each (lazy, cow) in turn (one QEMU at a time)."""
     return [run_serve(open_shell, lazy, cow, cpus, args, timeout, errors)
             for lazy, cow in configs]
+
+
+# ------------------------------------------------------ recompute against swap (--swap)
+
+# What `nexos serve --swap` runs when no workload is given, and bench/smolserve_swap.py: the
+# same memory asked in short, medium and long requests (label, requests, max_len), each about
+# 3.4x the free pages of a PRESSURE_MEMSIZE guest (docs/smolserve.md, "Overcommit").
+PRESSURE_WORKLOADS = (("short", 48, 256), ("medium", 12, 1024), ("long", 6, 2048))
+PRESSURE_MEMSIZE = 256
+# Admit past what fits, and make every first attempt fill its reservation once its prompt is
+# fed, as a long answer would: without it one-token answers never meet the memory they ask.
+PRESSURE_FLAGS = ("--overcommit", "1", "--test-fill", "1")
+
+
+def pressure_workloads(load: ServeWorkload | None) -> list[tuple[str, list[str]]]:
+    """(label, smolserve args) of each workload --swap compares: `load` with
+    PRESSURE_FLAGS, or with None the three PRESSURE_WORKLOADS (one-token answers)."""
+    if load is not None:
+        return [("given", [*load.args, *PRESSURE_FLAGS])]
+    return [(label, ["--requests", str(n), "--max-len", str(max_len), "--long-len", "1",
+                     *PRESSURE_FLAGS])
+            for label, n, max_len in PRESSURE_WORKLOADS]
+
+
+def run_swap_comparisons(open_shell: OpenSwapShell, configs: Sequence[tuple[int, int]],
+                         cpus: int, workloads: Sequence[tuple[str, Sequence[str]]],
+                         swapsize: int, timeout: float,
+                         errors: ShellErrors = (OSError,)) -> list[SwapComparison]:
+    """Each workload on each (lazy, cow): a fresh boot without swap, then one with a
+    `swapsize` MiB swap disk (one QEMU at a time), paired."""
+    def runs(lazy: int, cow: int, args: Sequence[str], swap: int) -> ServeRecord:
+        def shell(lz: int, cw: int, n: int) -> AbstractContextManager[Shell]:
+            return open_shell(lz, cw, n, swap)
+        return run_serve(shell, lazy, cow, cpus, args, timeout, errors)
+
+    return [SwapComparison(label, swapsize, runs(lazy, cow, args, 0),
+                           runs(lazy, cow, args, swapsize))
+            for label, args in workloads for lazy, cow in configs]
+
