@@ -1,4 +1,5 @@
-"""``nexos lab``: make | regions | plan. Wiring only; the work is in the modules."""
+"""``nexos lab``: make | regions | plan | gradescope | batch | batch-merge. Wiring only; the
+work is in the modules."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from typing import Any
 import click
 
 from nexos.config import ConfigError, find_repo
+from nexos.lab.gradescope import DEFAULT_TIMEOUT, BundleError, build_bundle
+from nexos.lab.gradetree import GradeSpec
 from nexos.lab.markers import MarkerError
-from nexos.lab.plan import LAB_CHOICES, lab_checks, lab_plan
+from nexos.lab.plan import LAB_CHOICES, LabError, lab_checks, lab_plan
 from nexos.lab.starter import StarterError, collect_regions, make_starter, source_files
+from nexos.lab.submission import SubmissionError
 
 lab_option = click.option("--lab", "which", type=click.Choice(list(LAB_CHOICES)),
                           required=True, help="The lab: lazy, cow, mmap, or all (the three).")
@@ -32,7 +36,8 @@ class LabGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (MarkerError, StarterError, ConfigError) as e:
+        except (MarkerError, StarterError, ConfigError, BundleError, SubmissionError,
+                LabError) as e:
             raise click.ClickException(str(e)) from None
 
 
@@ -78,3 +83,64 @@ def plan_cmd(which: str) -> None:
     for cfg, names in lab_plan(which):
         mine = set(lab_checks(which, cfg))
         click.echo(f"{cfg.name}: " + " ".join(f"{n}{'*' if n in mine else ''}" for n in names))
+
+
+# ------------------------------------------------------------------ grading a course
+
+def _names(value: str | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(x for x in value.replace(",", " ").split() if x)
+
+
+def grade_spec_options(f: Any) -> Any:
+    """The options that narrow what a submission's grade runs (docs/lab.md, "Grading a
+    course"); the default is the lab's whole plan."""
+    for opt in reversed([
+        click.option("--configs", default=None, metavar="A,B",
+                     help="Grade only these configurations (default: all four)."),
+        click.option("--checks", default=None, metavar="A,B",
+                     help="Grade only these checks of the lab's plan (default: all)."),
+        click.option("--extra-tests", type=click.Path(file_okay=False, exists=True,
+                                                      path_type=Path),
+                     help="A folder of hidden test programs (*.c), built in through "
+                          "EXTRA_UPROGS and graded as hidden checks."),
+        click.option("--student-file", "student_extra", multiple=True, metavar="PATH",
+                     help="One more file students may change (beside the files with the "
+                          "lab's regions). Repeat for more."),
+        click.option("--timeout", type=click.FloatRange(1), default=DEFAULT_TIMEOUT,
+                     show_default=True, help="Seconds to grade one submission in all."),
+        click.option("--timeout-scale", type=click.FloatRange(0.01), default=1.0,
+                     show_default=True, help="Multiply every check's time limit."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def make_spec(which: str, configs: str | None, checks: str | None, hidden: tuple[str, ...],
+              timeout_scale: float) -> GradeSpec:
+    try:
+        return GradeSpec(which, _names(configs) or (), _names(checks), hidden, timeout_scale)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+@lab.command("gradescope")
+@lab_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The autograder zip to write (e.g. autograder.zip).")
+@grade_spec_options
+@source_option
+def gradescope_cmd(which: str, out: Path, configs: str | None, checks: str | None,
+                   extra_tests: Path | None, student_extra: tuple[str, ...], timeout: float,
+                   timeout_scale: float, source: Path | None) -> None:
+    """Write a Gradescope autograder bundle: setup.sh, run_autograder, the pristine starter
+    tree and the hidden tests. Each submission is graded in a fresh copy of the starter with
+    only the student's files taken from it."""
+    spec = make_spec(which, configs, checks, (), timeout_scale)
+    try:
+        m, planned = build_bundle(_source(source), spec, out, extra_tests, student_extra,
+                                  timeout)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"wrote {out}: {which} lab, student files {', '.join(m.student_files)}; "
+               f"{len(planned)} tests, {sum(p for *_, p in planned)} points; "
+               f"starter {m.starter_commit[:12]}")
