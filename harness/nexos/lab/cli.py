@@ -3,12 +3,15 @@ work is in the modules."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from nexos.config import ConfigError, find_repo
+from nexos.lab.batch import BatchError, list_submissions, make_batch, merge, parse_shard, run_batch
 from nexos.lab.gradescope import DEFAULT_TIMEOUT, BundleError, build_bundle
 from nexos.lab.gradetree import GradeSpec
 from nexos.lab.markers import MarkerError
@@ -37,7 +40,7 @@ class LabGroup(click.Group):
         try:
             return super().invoke(ctx)
         except (MarkerError, StarterError, ConfigError, BundleError, SubmissionError,
-                LabError) as e:
+                LabError, BatchError) as e:
             raise click.ClickException(str(e)) from None
 
 
@@ -144,3 +147,59 @@ def gradescope_cmd(which: str, out: Path, configs: str | None, checks: str | Non
     click.echo(f"wrote {out}: {which} lab, student files {', '.join(m.student_files)}; "
                f"{len(planned)} tests, {sum(p for *_, p in planned)} points; "
                f"starter {m.starter_commit[:12]}")
+
+
+@lab.command("batch")
+@lab_option
+@click.argument("submissions", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--out", "results", type=click.Path(file_okay=False, path_type=Path),
+              required=True, help="RESULTS/: per-student JSON, JUnit and log, the manifest.")
+@click.option("--jobs", type=click.IntRange(1), default=1, show_default=True,
+              help="Submissions graded at once.")
+@click.option("--shard", default="1/1", show_default=True, metavar="I/N",
+              help="Grade only the I-th of N slices of the sorted students.")
+@click.option("--json", "as_json", is_flag=True, help="Print the shard's manifest as JSON.")
+@grade_spec_options
+@source_option
+def batch_cmd(which: str, submissions: Path, results: Path, jobs: int, shard: str,
+              as_json: bool, configs: str | None, checks: str | None,
+              extra_tests: Path | None, student_extra: tuple[str, ...], timeout: float,
+              timeout_scale: float, source: Path | None) -> None:
+    """Grade every submission in SUBMISSIONS (a folder, .zip or git bundle per student,
+    named by student), each in a fresh copy of the starter tree with only the student's
+    files from it. A rerun skips students graded from the same inputs."""
+    where = parse_shard(shard)
+    spec = make_spec(which, configs, checks, (), timeout_scale)
+    entries = list_submissions(submissions)
+    try:
+        b = make_batch(_source(source), spec, results, extra_tests, student_extra, timeout)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    err = Console(stderr=True, highlight=False)
+
+    def done(student: str, rec: dict[str, Any] | None) -> None:
+        if rec is None:
+            err.print(f"{student}: already graded from the same inputs")
+        else:
+            err.print(f"{student}: {rec['points']}/{rec['max_points']} {rec['status']} "
+                      f"({rec['seconds']:.0f} s)")
+    manifest = run_batch(b, entries, results, jobs, where, done)
+    if as_json:
+        click.echo(json.dumps(manifest, indent=2))
+    else:
+        click.echo(f"shard {manifest['shard']}: {len(manifest['students'])} students, "
+                   f"{len(manifest['graded'])} graded, {len(manifest['skipped'])} already "
+                   f"graded; results in {results}")
+
+
+@lab.command("batch-merge")
+@click.argument("folders", nargs=-1, required=True,
+                type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Where grades.csv and grades.json go.")
+def batch_merge_cmd(folders: tuple[Path, ...], out: Path) -> None:
+    """Join the RESULTS folders of `nexos lab batch` shards into one gradebook:
+    grades.csv (student, points, max, status, one column per check)."""
+    path = merge(list(folders), out)
+    rows = path.read_text().count("\n") - 1
+    click.echo(f"wrote {path}: {rows} students")
