@@ -30,7 +30,7 @@ from nexos.lab.submission import PreparedTree, SubmissionError, prepare_tree, st
 from nexos.records import CheckResult
 
 MANIFEST = "autograder.json"
-DEFAULT_TIMEOUT = 2400.0  # seconds per submission: under Gradescope's longest limit (40 min)
+DEFAULT_TIMEOUT = 2400.0  # seconds per submission; the assignment's own limit must be above it
 HIDDEN_VISIBILITY = "after_published"
 
 SETUP_SH = """\
