@@ -72,14 +72,28 @@ def variant(starter: Path, work: Path, name: str, files: dict[str, str]) -> Path
 
 
 @pytest.fixture(scope="module")
-def submissions(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """SUBMISSIONS/ with 12 students, and what each one is."""
+def solution(tmp_path_factory) -> Path:
+    """A snapshot of this checkout's tracked files as the solution checkout: the batch's
+    reference (its starter tree) must not change while the test runs, whatever else is
+    edited in the checkout meanwhile."""
     _, regions = collect_regions(REPO, source_files(REPO))
     if not regions:
         pytest.skip(BY_DESIGN + "this checkout is a starter tree: it has no solution regions")
+    src = tmp_path_factory.mktemp("solution")
+    for f in source_files(REPO):
+        (src / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / f, src / f)
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    git(src, "add", "-A")
+    return src
+
+
+@pytest.fixture(scope="module")
+def submissions(solution, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
+    """SUBMISSIONS/ with 12 students, what each one is, and the solution checkout."""
     work = tmp_path_factory.mktemp("class")
-    starter = make_starter(REPO, "lazy", work / "starter").out
-    solved = (REPO / "kernel/vm.c").read_text()
+    starter = make_starter(solution, "lazy", work / "starter").out
+    solved = (solution / "kernel/vm.c").read_text()
     assert LAZY_FAULT in solved
     grader = (starter / "harness/nexos/grade.py").read_text()
     fake_grader = grader.replace("    v = parse_test_verdict(output)\n",
@@ -110,14 +124,14 @@ def submissions(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     subs.mkdir()
     for student, (kind, form) in students.items():
         form(trees[kind], subs / student)
-    return subs, {s: kind for s, (kind, _) in students.items()}
+    return subs, {s: kind for s, (kind, _) in students.items()}, solution
 
 
-def batch(subs: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def batch(subs: Path, src: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "NEXOS_REPO"}
     p = subprocess.run([sys.executable, "-m", "nexos", "lab", "batch", *PLAN, str(subs),
                         "--out", str(out), "--jobs", "2", "--timeout", TIMEOUT,
-                        "--source", str(REPO), *extra],
+                        "--source", str(src), *extra],
                        cwd=REPO, env=env, capture_output=True, text=True,
                        stdin=subprocess.DEVNULL, timeout=3000)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -139,15 +153,16 @@ EXPECTED = {"solution": ("graded", "15", "15"), "starter": ("graded", "0", "15")
             "hang": ("timeout", "0", "0"), "nobuild": ("build-failed", "0", "0")}
 
 
+@pytest.mark.long
 @pytest.mark.qemu
 def test_sharded_batch_equals_the_unsharded_one_and_reruns_grade_nothing(submissions,
                                                                         tmp_path):
-    subs, kinds = submissions
+    subs, kinds, src = submissions
     whole = tmp_path / "whole"
-    batch(subs, whole)
+    batch(subs, src, whole)
     shards = [tmp_path / f"shard{i}" for i in (1, 2, 3)]
     for i, d in enumerate(shards, 1):
-        batch(subs, d, "--shard", f"{i}/3")
+        batch(subs, src, d, "--shard", f"{i}/3")
     book = merge([whole], tmp_path / "book-whole")
     assert merge(shards, tmp_path / "book-shards") == book
     assert (tmp_path / "book-whole/grades.csv").read_bytes() == (
@@ -179,7 +194,7 @@ def test_sharded_batch_equals_the_unsharded_one_and_reruns_grade_nothing(submiss
     assert 'name="lazytests"' in junit and "<failure" not in junit
 
     stamps = {p.name: p.stat().st_mtime_ns for p in whole.glob("*.json")}
-    again = batch(subs, whole)
+    again = batch(subs, src, whole)
     assert "0 graded, 12 already graded" in again.stdout, again.stdout + again.stderr
     assert {p.name: p.stat().st_mtime_ns for p in whole.glob("*.json")
             if not p.name.startswith("manifest")} == {
