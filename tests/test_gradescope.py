@@ -21,6 +21,7 @@ import jsonschema
 import pytest
 
 from conftest import BY_DESIGN, SMOLLM2_GGUF
+from nexos.lab.gradescope import RUN_AUTOGRADER
 from nexos.lab.starter import collect_regions, make_starter, source_files
 from nexos.lab.submission import extract_zip
 
@@ -35,7 +36,6 @@ POINTS = {"usertests": 20, "lazytests": 15, "cowtests": 15, "bigsbrk": 10}
 ALWAYS_PASSES = ('#include "kernel/types.h"\n#include "user/user.h"\n'
                  'int\nmain(void)\n{\n  printf("ALL TESTS PASSED\\n");\n  exit(0);\n}\n')
 
-pytestmark = pytest.mark.qemu
 
 
 def run(argv: list[str], cwd: Path, env: dict[str, str] | None = None,
@@ -144,12 +144,14 @@ def assert_scores_like_the_starter(data: dict[str, Any]) -> None:
         "visible"}
 
 
+@pytest.mark.qemu
 def test_starter_as_a_zip_fails_the_lab_checks_only(autograder, starter, tmp_path):
     data = grade(autograder, lambda d: zip_tree(starter, d / "submission.zip"))
     assert_scores_like_the_starter(data)
     assert "Graded from your submission: kernel/vm.c" in data["output"]
 
 
+@pytest.mark.qemu
 def test_solution_as_a_folder_scores_full_points(autograder, starter):
     def put(d: Path) -> None:
         shutil.copytree(starter, d / "my-lab", ignore=shutil.ignore_patterns(".git"))
@@ -160,6 +162,7 @@ def test_solution_as_a_folder_scores_full_points(autograder, starter):
     assert data["score"] == sum(POINTS.values()) == sum(t["max_score"] for t in data["tests"])
 
 
+@pytest.mark.qemu
 def test_edited_test_program_in_a_git_bundle_is_ignored(autograder, starter, tmp_path):
     """The student makes lazytests always pass and commits it: the grade runs the
     reference lazytests, so the submission scores exactly as the starter."""
@@ -173,6 +176,7 @@ def test_edited_test_program_in_a_git_bundle_is_ignored(autograder, starter, tmp
     assert_scores_like_the_starter(data)
 
 
+@pytest.mark.qemu
 def test_build_failure_is_reported_with_makes_error(autograder, starter):
     def put(d: Path) -> None:
         shutil.copytree(starter, d / "t", ignore=shutil.ignore_patterns(".git"))
@@ -187,7 +191,35 @@ def test_build_failure_is_reported_with_makes_error(autograder, starter):
     assert "build-failed" in data["output"]
 
 
+@pytest.mark.qemu
 def test_unreadable_submission_still_gets_a_result(autograder):
     data = grade(autograder, lambda d: (d / "notes.txt").write_text("I did the lab\n"))
     assert data["score"] == 0 and len(data["tests"]) == len(POINTS)
     assert "no NexOS tree" in data["output"] or "not a folder" in data["output"], data
+
+
+def test_run_autograder_writes_a_result_when_python_cannot_start(tmp_path):
+    """Even with no usable Python (a broken image), run_autograder leaves a results.json
+    that Gradescope accepts, and exits 0."""
+    script = tmp_path / "run_autograder"
+    script.write_text(RUN_AUTOGRADER)
+    (tmp_path / "submission").mkdir()
+    env = {**grader_env(), "AUTOGRADER_ROOT": str(tmp_path),
+           "NEXOS_AUTOGRADER_PYTHON": shutil.which("false") or "/bin/false"}
+    p = run(["bash", str(script)], tmp_path, env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    data = json.loads((tmp_path / "results/results.json").read_text())
+    jsonschema.validate(data, SCHEMA)
+    assert data["score"] == 0 and "could not start" in data["output"]
+
+
+def test_schema_refuses_what_gradescope_does_not_document():
+    good = {"score": 1, "execution_time": 2, "output": "", "tests": [
+        {"name": "a", "score": 1, "max_score": 1, "status": "passed", "output": "",
+         "visibility": "visible"}]}
+    jsonschema.validate(good, SCHEMA)
+    for bad in ({**good, "tests": [{**good["tests"][0], "status": "ok"}]},
+                {**good, "tests": [{**good["tests"][0], "visibility": "later"}]},
+                {**good, "scores": 1}, {k: v for k, v in good.items() if k != "tests"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, SCHEMA)

@@ -61,8 +61,9 @@ python="${NEXOS_AUTOGRADER_PYTHON:-$src/starter/.venv/bin/python}"
 mkdir -p "$root/results"
 PYTHONPATH="$src/starter/harness" "$python" -m nexos.lab.gradescope run "$root"
 if [ ! -s "$root/results/results.json" ]; then
-  echo '{"score": 0, "output": "The autograder could not start; nothing was graded.",' \\
-       '"tests": []}' > "$root/results/results.json"
+  echo '{"score": 0, "execution_time": 0, "tests": [],' \\
+       '"output": "The autograder could not start; nothing was graded."}' \\
+       > "$root/results/results.json"
 fi
 exit 0
 """
