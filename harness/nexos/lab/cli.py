@@ -1,16 +1,23 @@
-"""``nexos lab``: make | regions | plan. Wiring only; the work is in the modules."""
+"""``nexos lab``: make | regions | plan | gradescope | batch | batch-merge. Wiring only; the
+work is in the modules."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from nexos.config import ConfigError, find_repo
+from nexos.lab.batch import BatchError, list_submissions, make_batch, merge, parse_shard, run_batch
+from nexos.lab.gradescope import DEFAULT_TIMEOUT, BundleError, build_bundle
+from nexos.lab.gradetree import GradeSpec
 from nexos.lab.markers import MarkerError
-from nexos.lab.plan import LAB_CHOICES, lab_checks, lab_plan
+from nexos.lab.plan import LAB_CHOICES, LabError, lab_checks, lab_plan
 from nexos.lab.starter import StarterError, collect_regions, make_starter, source_files
+from nexos.lab.submission import SubmissionError
 
 lab_option = click.option("--lab", "which", type=click.Choice(list(LAB_CHOICES)),
                           required=True, help="The lab: lazy, cow, mmap, or all (the three).")
@@ -32,7 +39,8 @@ class LabGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (MarkerError, StarterError, ConfigError) as e:
+        except (MarkerError, StarterError, ConfigError, BundleError, SubmissionError,
+                LabError, BatchError) as e:
             raise click.ClickException(str(e)) from None
 
 
@@ -78,3 +86,120 @@ def plan_cmd(which: str) -> None:
     for cfg, names in lab_plan(which):
         mine = set(lab_checks(which, cfg))
         click.echo(f"{cfg.name}: " + " ".join(f"{n}{'*' if n in mine else ''}" for n in names))
+
+
+# ------------------------------------------------------------------ grading a course
+
+def _names(value: str | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(x for x in value.replace(",", " ").split() if x)
+
+
+def grade_spec_options(f: Any) -> Any:
+    """The options that narrow what a submission's grade runs (docs/lab.md, "Grading a
+    course"); the default is the lab's whole plan."""
+    for opt in reversed([
+        click.option("--configs", default=None, metavar="A,B",
+                     help="Grade only these configurations (default: all four)."),
+        click.option("--checks", default=None, metavar="A,B",
+                     help="Grade only these checks of the lab's plan (default: all)."),
+        click.option("--extra-tests", type=click.Path(file_okay=False, exists=True,
+                                                      path_type=Path),
+                     help="A folder of hidden test programs (*.c), built in through "
+                          "EXTRA_UPROGS and graded as hidden checks."),
+        click.option("--student-file", "student_extra", multiple=True, metavar="PATH",
+                     help="One more file students may change (beside the files with the "
+                          "lab's regions). Repeat for more."),
+        click.option("--timeout", type=click.FloatRange(1), default=DEFAULT_TIMEOUT,
+                     show_default=True, help="Seconds to grade one submission in all."),
+        click.option("--timeout-scale", type=click.FloatRange(0.01), default=1.0,
+                     show_default=True, help="Multiply every check's time limit."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def make_spec(which: str, configs: str | None, checks: str | None, hidden: tuple[str, ...],
+              timeout_scale: float) -> GradeSpec:
+    try:
+        return GradeSpec(which, _names(configs) or (), _names(checks), hidden, timeout_scale)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+@lab.command("gradescope")
+@lab_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The autograder zip to write (e.g. autograder.zip).")
+@grade_spec_options
+@source_option
+def gradescope_cmd(which: str, out: Path, configs: str | None, checks: str | None,
+                   extra_tests: Path | None, student_extra: tuple[str, ...], timeout: float,
+                   timeout_scale: float, source: Path | None) -> None:
+    """Write a Gradescope autograder bundle: setup.sh, run_autograder, the pristine starter
+    tree and the hidden tests. Each submission is graded in a fresh copy of the starter with
+    only the student's files taken from it."""
+    spec = make_spec(which, configs, checks, (), timeout_scale)
+    try:
+        m, planned = build_bundle(_source(source), spec, out, extra_tests, student_extra,
+                                  timeout)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"wrote {out}: {which} lab, student files {', '.join(m.student_files)}; "
+               f"{len(planned)} tests, {sum(p for *_, p in planned)} points; "
+               f"starter {m.starter_commit[:12]}")
+
+
+@lab.command("batch")
+@lab_option
+@click.argument("submissions", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--out", "results", type=click.Path(file_okay=False, path_type=Path),
+              required=True, help="RESULTS/: per-student JSON, JUnit and log, the manifest.")
+@click.option("--jobs", type=click.IntRange(1), default=1, show_default=True,
+              help="Submissions graded at once.")
+@click.option("--shard", default="1/1", show_default=True, metavar="I/N",
+              help="Grade only the I-th of N slices of the sorted students.")
+@click.option("--json", "as_json", is_flag=True, help="Print the shard's manifest as JSON.")
+@grade_spec_options
+@source_option
+def batch_cmd(which: str, submissions: Path, results: Path, jobs: int, shard: str,
+              as_json: bool, configs: str | None, checks: str | None,
+              extra_tests: Path | None, student_extra: tuple[str, ...], timeout: float,
+              timeout_scale: float, source: Path | None) -> None:
+    """Grade every submission in SUBMISSIONS (a folder, .zip or git bundle per student,
+    named by student), each in a fresh copy of the starter tree with only the student's
+    files from it. A rerun skips students graded from the same inputs."""
+    where = parse_shard(shard)
+    spec = make_spec(which, configs, checks, (), timeout_scale)
+    entries = list_submissions(submissions)
+    try:
+        b = make_batch(_source(source), spec, results, extra_tests, student_extra, timeout)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    err = Console(stderr=True, highlight=False)
+
+    def done(student: str, rec: dict[str, Any] | None) -> None:
+        if rec is None:
+            err.print(f"{student}: already graded from the same inputs")
+        else:
+            err.print(f"{student}: {rec['points']}/{rec['max_points']} {rec['status']} "
+                      f"({rec['seconds']:.0f} s)")
+    manifest = run_batch(b, entries, results, jobs, where, done)
+    if as_json:
+        click.echo(json.dumps(manifest, indent=2))
+    else:
+        click.echo(f"shard {manifest['shard']}: {len(manifest['students'])} students, "
+                   f"{len(manifest['graded'])} graded, {len(manifest['skipped'])} already "
+                   f"graded; results in {results}")
+
+
+@lab.command("batch-merge")
+@click.argument("folders", nargs=-1, required=True,
+                type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Where grades.csv and grades.json go.")
+def batch_merge_cmd(folders: tuple[Path, ...], out: Path) -> None:
+    """Join the RESULTS folders of `nexos lab batch` shards into one gradebook:
+    grades.csv (student, points, max, status, one column per check)."""
+    path = merge(list(folders), out)
+    rows = path.read_text().count("\n") - 1
+    click.echo(f"wrote {path}: {rows} students")
