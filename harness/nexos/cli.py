@@ -24,6 +24,7 @@ from nexos.config import (
     find_repo,
     matrix,
 )
+from nexos.doctor import doctor
 from nexos.grade import (
     CHECK_NAMES,
     DEFAULT_CHECK_NAMES,
@@ -688,6 +689,7 @@ def serve_plan(workload: str | None, requests: int | None, max_len: int | None,
 
 cli.add_command(model)
 cli.add_command(lab)
+cli.add_command(doctor)
 
 
 def main() -> None:
