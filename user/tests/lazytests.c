@@ -448,24 +448,29 @@ static void pipeheap(void)
   }
   close(to_parent[1]);
   close(to_child[0]);
+  // Both transfers and the wait come first: a failed check must not leave the child
+  // running (its pages would still be in use when the runner checks for leaks).
   char *dst = h + PGSIZE + 1000, *src = h + 6 * PGSIZE + 1000;
+  struct memstat w0, w1;
   snap2(&m0);
   while (total < n && (r = read(to_parent[0], dst + total, n - total)) > 0)
     total += r;
   snap(&m1);
   close(to_parent[0]);
+  snap2(&w0);
+  int wrote = write(to_child[1], src, n);
+  snap(&w1);
+  close(to_child[1]);
+  int waited = wait(&st);
+  CHECK(waited == pid, "wait");
   CHECK(total == n, "pipe delivered %d of %d bytes", total, n);
   CHECK(dmapped(&m0, &m1) == (m0.lazy_alloc ? 3 : 0), "pipe read into 3 untouched pages mapped %ld",
         dmapped(&m0, &m1));
   for (int i = 0; i < n; i++)
     CHECK(dst[i] == pattern(3, i), "pipe data wrong at %d", i);
   check_zero_around(dst, n, "pipe read");
-  snap2(&m0);
-  CHECK(write(to_child[1], src, n) == n, "pipe write from 3 untouched pages failed");
-  snap(&m1);
-  close(to_child[1]);
-  CHECK(dmapped(&m0, &m1) <= (m0.lazy_alloc ? 3 : 0), "pipe write mapped %ld", dmapped(&m0, &m1));
-  CHECK(wait(&st) == pid, "wait");
+  CHECK(wrote == n, "pipe write from 3 untouched pages wrote %d of %d", wrote, n);
+  CHECK(dmapped(&w0, &w1) <= (m0.lazy_alloc ? 3 : 0), "pipe write mapped %ld", dmapped(&w0, &w1));
   CHECK(st == 0, "child status %d (2: its write, 3: short read, 4: nonzero byte)", st);
 }
 
