@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from nexos.config import ConfigError, find_repo
+from nexos.lab.handin import handin_cmd
 from nexos.lab.markers import MarkerError
 from nexos.lab.plan import LAB_CHOICES, lab_checks, lab_plan
 from nexos.lab.starter import StarterError, collect_regions, make_starter, source_files
@@ -78,3 +79,6 @@ def plan_cmd(which: str) -> None:
     for cfg, names in lab_plan(which):
         mine = set(lab_checks(which, cfg))
         click.echo(f"{cfg.name}: " + " ".join(f"{n}{'*' if n in mine else ''}" for n in names))
+
+
+lab.add_command(handin_cmd)
