@@ -4,6 +4,7 @@
 #   make qemu      ... [SWAPSIZE=MiB]                      build and boot to the shell
 #   make qemu-llm  ... [MODEL=real|synth|path]             the same with the LLM image (model.bin)
 #   make qemu-gdb  ...                                     boot and wait for gdb
+#   make gdb                                               gdb-multiarch on that boot (.gdbinit)
 #   make clean                                             remove every configuration's build
 #
 # Each flag configuration builds into its own folder, build/lazy<L>-cow<C>[-mem<M>]/, so
@@ -88,7 +89,7 @@ UCFLAGS = $(COMMON_CFLAGS) -march=rv64gc -mabi=lp64d -ffp-contract=off \
 .DEFAULT_GOAL := all
 # Keep object files: they are intermediate for pattern rules but worth reusing.
 .SECONDARY:
-.PHONY: all llm qemu qemu-llm qemu-gdb clean distclean help FORCE
+.PHONY: all llm qemu qemu-llm qemu-gdb gdb clean distclean help FORCE
 
 all: $(B)/kernel $(B)/fs.img
 llm: all $(B)/fs-llm.img
@@ -314,22 +315,40 @@ qemu-llm: IMG = $(B)/fs-llm.img
 qemu-llm: llm $(SWAP_IMG)
 	$(QEMU) $(QEMUOPTS)
 
+# make qemu-gdb: boot stopped at the first instruction, with QEMU's gdb server on GDBPORT (one
+# port per user, from the user id, so that users of one machine do not collide), and write
+# .gdbinit for that kernel and port; make gdb (in another window) runs gdb-multiarch with it.
+# GDBARGS passes more gdb options (e.g. -batch -x FILE: tests/test_gdb.py). docs/kernel.md,
+# "Debugging".
 GDBPORT ?= $(shell expr `id -u` % 5000 + 25000)
+GDB ?= gdb-multiarch
+GDBARGS ?=
 qemu-gdb: IMG = $(B)/fs.img
 qemu-gdb: all $(SWAP_IMG)
-	@echo "target remote 127.0.0.1:$(GDBPORT)" > .gdbinit
-	@echo "*** now run 'gdb-multiarch $(B)/kernel' in another window" 1>&2
+	@printf '%s\n' "set confirm off" "set architecture riscv:rv64" "file $(B)/kernel" \
+	  "target remote 127.0.0.1:$(GDBPORT)" > .gdbinit
+	@echo "*** now run 'gdb-multiarch $(B)/kernel' (or: make gdb) in another window" 1>&2
 	$(QEMU) $(QEMUOPTS) -S -gdb tcp::$(GDBPORT)
+
+# The .gdbinit is read with -x, not auto-loaded (gdb declines a folder's .gdbinit unless its
+# auto-load safe-path allows it).
+gdb:
+	@test -f .gdbinit || { echo "make: no .gdbinit: start 'make qemu-gdb' first" >&2; exit 1; }
+	@command -v $(GDB) >/dev/null || { echo "make: $(GDB) not found: install the Debian \
+	package gdb-multiarch (sudo apt-get install -y gdb-multiarch; scripts/setup.sh does)" >&2; exit 1; }
+	$(GDB) -q -iex "set auto-load local-gdbinit off" -x .gdbinit $(GDBARGS)
 
 # ---------------------------------------------------------------- grading a lab
 
-# make grade [LAB=lazy|cow|mmap|all]: build all four configurations and run the checks that grade
-# the lab (docs/lab.md), with a JUnit report in grade.xml.
+# make grade [LAB=lazy|cow|mmap|all] [TIMEOUT_SCALE=X]: build all four configurations and run the
+# checks that grade the lab (docs/lab.md), with a JUnit report in grade.xml. TIMEOUT_SCALE (or
+# NEXOS_TIMEOUT_SCALE in the environment) stretches every time limit (docs/harness.md).
 LAB ?= all
 .PHONY: grade
 grade:
 	@test -n "$(PYTHON)" || { echo "make: $(NO_PYTHON)" >&2; exit 1; }
-	PYTHONPATH=harness $(PYTHON) -m nexos grade --lab $(LAB) --junit grade.xml
+	PYTHONPATH=harness $(PYTHON) -m nexos grade --lab $(LAB) --junit grade.xml \
+	  $(if $(TIMEOUT_SCALE),--timeout-scale '$(TIMEOUT_SCALE)')
 
 # ---------------------------------------------------------------- housekeeping
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Set up a fresh Debian/Ubuntu machine for NexOS: the RISC-V cross compiler, QEMU, and a
-# Python virtual environment (.venv) with the `nexos` harness and its test tools.
+# Set up a fresh Debian/Ubuntu machine for NexOS: the RISC-V cross compiler, QEMU, gdb-multiarch
+# (make gdb), and a Python virtual environment (.venv) with the `nexos` harness and its test tools.
 # Safe to run again: every step is idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(gcc-riscv64-unknown-elf qemu-system-misc python3-venv python3-pip make gcc ccache)
+packages=(gcc-riscv64-unknown-elf qemu-system-misc python3-venv python3-pip make gcc ccache gdb-multiarch)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -24,6 +24,7 @@ from nexos.config import (
     find_repo,
     matrix,
 )
+from nexos.doctor import doctor
 from nexos.grade import (
     CHECK_NAMES,
     DEFAULT_CHECK_NAMES,
@@ -31,6 +32,7 @@ from nexos.grade import (
     grade_all,
     hidden_checks,
     select_checks,
+    timeout_scale,
     with_hidden,
 )
 from nexos.lab.cli import lab
@@ -441,6 +443,17 @@ class OptionError(click.ClickException):
     exit_code = 2
 
 
+def scale_value(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    """--timeout-scale (or NEXOS_TIMEOUT_SCALE) -> a positive factor; a one-line error
+    naming where a bad value came from."""
+    where = ("NEXOS_TIMEOUT_SCALE" if ctx.get_parameter_source(param.name or "")
+             == click.core.ParameterSource.ENVIRONMENT else "--timeout-scale")
+    try:
+        return timeout_scale(value)
+    except ValueError as e:
+        raise OptionError(f"{where}: {e}") from None
+
+
 def config_names(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
                  ) -> list[str]:
     """--configs values -> configuration names in order, duplicates dropped. Each value is
@@ -487,8 +500,11 @@ def report_result(result: CheckResult) -> None:
 @click.option("--checks", "checks", default=",".join(DEFAULT_CHECK_NAMES), show_default=True,
               callback=check_names,
               help=f"Comma-separated checks out of: {', '.join(CHECK_NAMES)}.")
-@click.option("--timeout-scale", type=click.FloatRange(0.01), default=1.0, show_default=True,
-              help="Multiply every check's time limit.")
+@click.option("--timeout-scale", default="1.0", show_default=True, metavar="FACTOR",
+              callback=scale_value,
+              envvar="NEXOS_TIMEOUT_SCALE", show_envvar=True,
+              help="Multiply every check's time limit (and each boot's); the option "
+                   "overrides NEXOS_TIMEOUT_SCALE.")
 @click.option("--transcripts", type=click.Path(file_okay=False, path_type=Path),
               help="Directory for the console transcripts.")
 @click.option("--hidden", "hidden", multiple=True, metavar="FILE.c[:POINTS]",
@@ -532,7 +548,8 @@ def grade(ctx: click.Context, json_path: Path | None, junit_path: Path | None,
     r = repo()
     find_toolchain(need_gcc=not no_build)  # both tools named at once when both are missing
     results = grade_all(r, plan, sources, build=not no_build,
-                        transcript_dir=transcripts, console=err, on_result=report_result)
+                        transcript_dir=transcripts, console=err, on_result=report_result,
+                        timeout_scale=timeout_scale)
     out.print(grade_table(results))
     if json_path:
         save_text(json_path, grade_json(results))
@@ -740,6 +757,7 @@ def serve_plan(workload: str | None, requests: int | None, max_len: int | None,
 
 cli.add_command(model)
 cli.add_command(lab)
+cli.add_command(doctor)
 
 
 def main() -> None:

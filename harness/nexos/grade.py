@@ -6,6 +6,7 @@ evidence; the session is rebooted and the remaining checks still run.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -144,6 +145,24 @@ def judge_parallel(cfg: BuildConfig, output: str) -> tuple[bool, str]:
     return True, msg
 
 
+# The boot of a grading session and the hard cap on its QEMU process, in seconds, before
+# the timeout scale (docs/harness.md, "Grading").
+BOOT_TIMEOUT = 120.0
+SESSION_LIFETIME = 7200.0
+
+
+def timeout_scale(text: str | float) -> float:
+    """`--timeout-scale` / NEXOS_TIMEOUT_SCALE -> the factor; ValueError unless it is a
+    finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{str(text)!r} is not a number (a positive factor such as 2)") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{str(text)!r} is not a positive number (a factor such as 2)")
+    return value
+
+
 def default_checks(req: ProbeRequest | None = None, scale: float = 1.0) -> list[CheckSpec]:
     """The grading checks, in the order they run."""
     req = req or ProbeRequest()
@@ -218,8 +237,9 @@ def with_hidden(checks: list[CheckSpec], hidden: list[CheckSpec]) -> list[CheckS
 class _Sessions:
     """At most one live session per image kind; rebooted after a check killed it."""
 
-    def __init__(self, repo: Path, cfg: BuildConfig, transcript_dir: Path | None) -> None:
-        self.repo, self.cfg, self.dir = repo, cfg, transcript_dir
+    def __init__(self, repo: Path, cfg: BuildConfig, transcript_dir: Path | None,
+                 scale: float = 1.0) -> None:
+        self.repo, self.cfg, self.dir, self.scale = repo, cfg, transcript_dir, scale
         self.live: dict[bool, QemuSession] = {}
 
     def get(self, llm: bool) -> QemuSession:
@@ -229,7 +249,8 @@ class _Sessions:
             if self.dir is not None:
                 t = self.dir / f"{self.cfg.name}{'-llm' if llm else ''}.log"
             s = QemuSession.for_config(self.cfg, self.repo, llm=llm, transcript=t,
-                                       lifetime=7200).start()
+                                       boot_timeout=BOOT_TIMEOUT * self.scale,
+                                       lifetime=SESSION_LIFETIME * self.scale).start()
             self.live[llm] = s
         return s
 
@@ -267,9 +288,11 @@ def run_check(sessions: _Sessions, spec: CheckSpec, cache: dict[str, str]) -> Ch
 
 def grade_config(repo: Path, cfg: BuildConfig, checks: list[CheckSpec],
                  transcript_dir: Path | None = None,
-                 on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
-    """Run `checks` on one configuration; one result per check, in order."""
-    sessions = _Sessions(repo, cfg, transcript_dir)
+                 on_result: Callable[[CheckResult], None] | None = None,
+                 timeout_scale: float = 1.0) -> list[CheckResult]:
+    """Run `checks` on one configuration; one result per check, in order. The checks carry
+    their own (scaled) time limits; timeout_scale stretches the sessions' boot and life."""
+    sessions = _Sessions(repo, cfg, transcript_dir, timeout_scale)
     cache: dict[str, str] = {}  # the same smolprobe command is run once per configuration
     results = []
     try:
@@ -285,10 +308,12 @@ def grade_config(repo: Path, cfg: BuildConfig, checks: list[CheckSpec],
 
 def grade_all(repo: Path, plan: Plan, hidden_sources: Sequence[Path] = (), build: bool = True,
               transcript_dir: Path | None = None, console: Console | None = None,
-              on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+              on_result: Callable[[CheckResult], None] | None = None,
+              timeout_scale: float = 1.0) -> list[CheckResult]:
     """Build the plan's configurations (unless not `build`; the hidden sources go to make as
     EXTRA_UPROGS) and run each one's checks. A configuration that does not build fails a
-    `build` check and is not booted; the others go on."""
+    `build` check and is not booted; the others go on. timeout_scale stretches each
+    session's boot and lifetime (the plan's checks carry their scaled limits)."""
     results: list[CheckResult] = []
     configs = [cfg for cfg, _ in plan]
     if build:
@@ -303,5 +328,6 @@ def grade_all(repo: Path, plan: Plan, hidden_sources: Sequence[Path] = (), build
         transcript_dir.mkdir(parents=True, exist_ok=True)
     for cfg, checks in plan:
         if cfg.name not in broken:
-            results += grade_config(repo, cfg, checks, transcript_dir, on_result)
+            results += grade_config(repo, cfg, checks, transcript_dir, on_result,
+                                    timeout_scale)
     return results

@@ -387,8 +387,10 @@ class QemuSession:
                 return pos
             now = time.monotonic()
             if now >= deadline:
-                raise QemuTimeout(f"timeout after {timeout:.0f}s waiting for {what} to finish",
-                                  self._buf[start:][-2000:])
+                hint = ("; is QEMU too old or a tool missing? `nexos doctor` checks them"
+                        if what == "boot" else "")
+                raise QemuTimeout(f"timeout after {timeout:.0f}s waiting for {what} to finish"
+                                  + hint, self._buf[start:][-2000:])
             got = self._read_chunk(min(0.2, deadline - now))
             if got:
                 last_data = time.monotonic()

@@ -305,7 +305,249 @@ static void shrink(void)
     CHECK(p[i * PGSIZE] == 0, "regrown page %d not zero", i);
 }
 
+// The pages of a fresh region around [a, a+n) must read zero outside [a, a+n): a copy into
+// user memory wrote nothing past its ends.
+static void check_zero_around(char *a, long n, const char *what)
+{
+  char *lo = (char *)PGROUNDDOWN((uint64)a), *hi = (char *)PGROUNDUP((uint64)a + n);
+  for (char *q = lo; q < a; q++)
+    CHECK(*q == 0, "%s wrote %ld bytes before its buffer", what, (long)(a - q));
+  for (char *q = a + n; q < hi; q++)
+    CHECK(*q == 0, "%s wrote past its buffer at +%ld", what, (long)(q - a - n));
+}
+
+// copyout/copyin over several never-touched heap pages: read() from a file into a buffer
+// spanning 3 untouched pages, write() from another such span (it writes zeroes), and
+// read() of the written file into a third span. LAZY_ALLOC=1: each copy maps the pages
+// it covers, one lazy fault each, and nothing else; LAZY_ALLOC=0: it maps nothing.
+static void spanrw(void)
+{
+  struct memstat m0, m1;
+  const int n = 2 * PGSIZE + 1000;   // from +1000 in a page: exactly 3 pages
+  int fd, lazy;
+  char *h;
+
+  make_file("ltspan", n, 11);
+  align_heap();
+  h = sbrk(16 * PGSIZE);
+  CHECK(h != (char *)-1, "sbrk failed");
+  char *rb = h + PGSIZE + 1000, *wb = h + 5 * PGSIZE + 1000, *back = h + 9 * PGSIZE + 1000;
+  CHECK(span(rb, n) == 3 && span(wb, n) == 3 && span(back, n) == 3, "spans miscounted");
+
+  fd = open("ltspan", O_RDONLY);
+  CHECK(fd >= 0, "open ltspan");
+  snap2(&m0);
+  lazy = m0.lazy_alloc;
+  CHECK(read(fd, rb, n) == n, "read() into 3 untouched pages failed");
+  snap(&m1);
+  close(fd);
+  CHECK(dmapped(&m0, &m1) == (lazy ? 3 : 0), "read() into 3 untouched pages mapped %ld",
+        dmapped(&m0, &m1));
+  CHECK((long)(m1.lazy_faults - m0.lazy_faults) == dmapped(&m0, &m1),
+        "read(): %ld lazy faults for %ld pages mapped", (long)(m1.lazy_faults - m0.lazy_faults),
+        dmapped(&m0, &m1));
+  for (int i = 0; i < n; i++)
+    CHECK(rb[i] == pattern(11, i), "read() data wrong at %d", i);
+  check_zero_around(rb, n, "read()");
+
+  fd = open("ltspan0", O_CREATE | O_WRONLY | O_TRUNC);
+  CHECK(fd >= 0, "create ltspan0");
+  snap2(&m0);
+  CHECK(write(fd, wb, n) == n, "write() from 3 untouched pages failed");
+  snap(&m1);
+  close(fd);
+  CHECK(dmapped(&m0, &m1) <= (lazy ? 3 : 0), "write() from 3 untouched pages mapped %ld",
+        dmapped(&m0, &m1));
+  CHECK((long)(m1.lazy_faults - m0.lazy_faults) == dmapped(&m0, &m1),
+        "write(): %ld lazy faults for %ld pages mapped", (long)(m1.lazy_faults - m0.lazy_faults),
+        dmapped(&m0, &m1));
+
+  fd = open("ltspan0", O_RDONLY);
+  CHECK(fd >= 0, "open ltspan0");
+  snap2(&m0);
+  CHECK(read(fd, back, n + 1) == n, "ltspan0 does not hold %d bytes", n);
+  snap(&m1);
+  close(fd);
+  CHECK(dmapped(&m0, &m1) == (lazy ? 3 : 0), "read() back mapped %ld", dmapped(&m0, &m1));
+  for (int i = 0; i < n; i++)
+    CHECK(back[i] == 0, "untouched heap memory written as %d at %d", back[i], i);
+  unlink("ltspan");
+  unlink("ltspan0");
+}
+
+// copyinstr from untouched heap: a path whose name fills the end of one page and whose
+// terminating zero is the first byte of the next, never-touched page, for open(O_CREATE),
+// open() and unlink(). LAZY_ALLOC=1: the first call maps that one page.
+static void pathstr(void)
+{
+  struct memstat m0, m1;
+  static const char name[] = "ltpathname";
+  const int len = sizeof(name) - 1;
+  int fd;
+  char *h;
+
+  align_heap();
+  h = sbrk(4 * PGSIZE);
+  CHECK(h != (char *)-1, "sbrk failed");
+  char *path = h + 2 * PGSIZE - len;   // its zero: h + 2 * PGSIZE, untouched
+  memmove(path, name, len);
+  snap2(&m0);
+  fd = open(path, O_CREATE | O_WRONLY);
+  snap(&m1);
+  CHECK(fd >= 0, "open(O_CREATE) of a path ending on an untouched page failed");
+  CHECK(write(fd, "x", 1) == 1, "write");
+  close(fd);
+  CHECK(dmapped(&m0, &m1) == (m0.lazy_alloc ? 1 : 0), "open() mapped %ld pages",
+        dmapped(&m0, &m1));
+  CHECK(path[len] == 0, "the page after the name is not zero");
+  // The kernel read exactly the name: the file is there under it, and nowhere else.
+  fd = open(name, O_RDONLY);
+  CHECK(fd >= 0, "%s not created under its name", name);
+  close(fd);
+  fd = open(path, O_RDONLY);
+  CHECK(fd >= 0, "open() through the heap path failed");
+  close(fd);
+  CHECK(unlink(path) == 0, "unlink() through the heap path failed");
+  CHECK(open(name, O_RDONLY) < 0, "%s still there after unlink", name);
+}
+
+// Pipes to and from untouched heap: a child writes a pattern that the parent reads into 3
+// untouched pages (LAZY_ALLOC=1: exactly those mapped); the parent writes 3 untouched
+// pages that the child reads into a buffer it filled with 0xff: all zeroes arrive.
+static void pipeheap(void)
+{
+  struct memstat m0, m1;
+  const int n = 2 * PGSIZE + 1000;
+  int to_parent[2], to_child[2], pid, st = -99, total = 0, r;
+  char *h;
+
+  align_heap();
+  h = sbrk(12 * PGSIZE);
+  CHECK(h != (char *)-1, "sbrk failed");
+  CHECK(pipe(to_parent) == 0 && pipe(to_child) == 0, "pipe");
+  pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    static char buf[2 * PGSIZE + 1000];
+    close(to_parent[0]);
+    close(to_child[1]);
+    for (int i = 0; i < n; i++)
+      buf[i] = pattern(3, i);
+    if (write(to_parent[1], buf, n) != n)
+      exit(2);
+    close(to_parent[1]);
+    memset(buf, 0xff, n);
+    while (total < n && (r = read(to_child[0], buf + total, n - total)) > 0)
+      total += r;
+    if (total != n)
+      exit(3);
+    for (int i = 0; i < n; i++)
+      if (buf[i] != 0)
+        exit(4);
+    exit(0);
+  }
+  close(to_parent[1]);
+  close(to_child[0]);
+  // Both transfers and the wait come first: a failed check must not leave the child
+  // running (its pages would still be in use when the runner checks for leaks).
+  char *dst = h + PGSIZE + 1000, *src = h + 6 * PGSIZE + 1000;
+  struct memstat w0, w1;
+  snap2(&m0);
+  while (total < n && (r = read(to_parent[0], dst + total, n - total)) > 0)
+    total += r;
+  snap(&m1);
+  close(to_parent[0]);
+  snap2(&w0);
+  int wrote = write(to_child[1], src, n);
+  snap(&w1);
+  close(to_child[1]);
+  int waited = wait(&st);
+  CHECK(waited == pid, "wait");
+  CHECK(total == n, "pipe delivered %d of %d bytes", total, n);
+  CHECK(dmapped(&m0, &m1) == (m0.lazy_alloc ? 3 : 0), "pipe read into 3 untouched pages mapped %ld",
+        dmapped(&m0, &m1));
+  for (int i = 0; i < n; i++)
+    CHECK(dst[i] == pattern(3, i), "pipe data wrong at %d", i);
+  check_zero_around(dst, n, "pipe read");
+  CHECK(wrote == n, "pipe write from 3 untouched pages wrote %d of %d", wrote, n);
+  CHECK(dmapped(&w0, &w1) <= (m0.lazy_alloc ? 3 : 0), "pipe write mapped %ld", dmapped(&w0, &w1));
+  CHECK(st == 0, "child status %d (2: its write, 3: short read, 4: nonzero byte)", st);
+}
+
+// exec() with arguments that are empty strings on three never-touched heap pages (each
+// pointer points at a page nobody wrote) and argv's null on a fourth.
+static void execempty(void)
+{
+  int pid, st = -99;
+  char *h;
+  align_heap();
+  h = sbrk(8 * PGSIZE);
+  CHECK(h != (char *)-1, "sbrk failed");
+  pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    char **argv = (char **)(h + 2 * PGSIZE - 5 * sizeof(char *));   // argv[5]: page 2
+    char *flag = h + 64;
+    strcpy(flag, "--lazyempty");
+    argv[0] = tl_self;
+    argv[1] = flag;
+    argv[2] = h + 3 * PGSIZE;
+    argv[3] = h + 4 * PGSIZE + 100;
+    argv[4] = h + 6 * PGSIZE - 1;
+    exec(tl_self, argv);
+    exit(3);
+  }
+  CHECK(wait(&st) == pid, "wait");
+  CHECK(st == 62, "exec with empty arguments on untouched pages: status %d, expected 62", st);
+}
+
+// The program side of execempty: exactly argv[0], "--lazyempty" and three empty strings.
+static int lazyempty_ok(int argc, char **argv)
+{
+  if (argc != 5 || strcmp(argv[1], "--lazyempty") != 0)
+    return 0;
+  for (int i = 2; i < 5; i++)
+    if (argv[i][0] != 0)
+      return 0;
+  return argv[5] == 0;
+}
+
 static void store_at(uint64 va) { *(volatile char *)va = 1; }
+
+// sbrk(n<0) to a break in the middle of a page below mapped pages: every page wholly above
+// the new break is unmapped and freed (the break's own page stays), a store into the first
+// of them kills, and growing again gives pages that read zero.
+static void shrinkbelow(void)
+{
+  struct memstat m0, m1, m2;
+  char *p;
+  align_heap();
+  p = sbrk(8 * PGSIZE);
+  CHECK(p != (char *)-1, "sbrk failed");
+  for (int i = 0; i < 8; i++)
+    memset(p + i * PGSIZE, i + 1, PGSIZE);
+  snap2(&m0);
+  char *brk = p + 2 * PGSIZE + 100;   // pages 3..7 go, page 2 stays
+  CHECK(sbrk(-(6 * PGSIZE - 100)) == p + 8 * PGSIZE, "shrink return value");
+  CHECK(sbrk(0) == brk, "break at %p, expected %p", sbrk(0), brk);
+  snap(&m1);
+  CHECK(-dmapped(&m0, &m1) == 5, "shrink below 5 mapped pages unmapped %ld", -dmapped(&m0, &m1));
+  CHECK(-dused(&m0, &m1) == 5 - dpt(&m0, &m1), "shrink freed %ld pages, expected 5 (+%ld page tables)",
+        -dused(&m0, &m1), -dpt(&m0, &m1));
+  CHECK(m1.vpages == m0.vpages - 5, "vpages %ld -> %ld", (long)m0.vpages, (long)m1.vpages);
+  for (int i = 0; i < 2 * PGSIZE + 100; i += 512)
+    CHECK(p[i] == (char)(i / PGSIZE + 1), "kept byte %d lost", i);
+  int st = child_status(store_at, (uint64)p + 3 * PGSIZE);
+  CHECK(st == -1, "store above the new break: status %d, expected -1 (killed)", st);
+  st = child_status(store_at, (uint64)p + 7 * PGSIZE + 5);
+  CHECK(st == -1, "store into the old last page: status %d, expected -1 (killed)", st);
+  snap(&m2);
+  CHECK(dmapped(&m1, &m2) == 0, "the killed children changed the mapping by %ld", dmapped(&m1, &m2));
+  CHECK(sbrk(5 * PGSIZE) == brk, "regrow");
+  for (int i = 3 * PGSIZE; i < 8 * PGSIZE; i++)
+    CHECK(p[i] == 0, "regrown byte %d is %d, not zero", i, p[i]);
+}
+
 static void load_at(uint64 va) { if (*(volatile char *)va == 123) exit(9); }
 
 static void expect_killed(void (*f)(uint64), uint64 va, const char *what)
@@ -440,6 +682,11 @@ static const struct test tests[] = {
   { "shrink", shrink, 1 },
   { "badfault", badfault, 1 },
   { "forkholes", forkholes, 1 },
+  { "spanrw", spanrw, 1 },
+  { "pathstr", pathstr, 1 },
+  { "pipeheap", pipeheap, 1 },
+  { "execempty", execempty, 1 },
+  { "shrinkbelow", shrinkbelow, 1 },
   { "lazyoom", lazyoom, 1 },
   { 0, 0, 0 },
 };
@@ -449,5 +696,7 @@ int main(int argc, char **argv)
   tl_init(argv[0]);
   if (argc == 2 && strcmp(argv[1], "--lazyarg") == 0)
     exit(61);
+  if (argc >= 2 && strcmp(argv[1], "--lazyempty") == 0)
+    exit(lazyempty_ok(argc, argv) ? 62 : 63);
   exit(run_tests(tests, argc, argv, 1));
 }

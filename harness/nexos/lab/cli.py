@@ -14,6 +14,7 @@ from nexos.config import ConfigError, find_repo
 from nexos.lab.batch import BatchError, list_submissions, make_batch, merge, parse_shard, run_batch
 from nexos.lab.gradescope import DEFAULT_TIMEOUT, BundleError, build_bundle
 from nexos.lab.gradetree import GradeSpec
+from nexos.lab.handin import handin_cmd
 from nexos.lab.markers import MarkerError
 from nexos.lab.plan import LAB_CHOICES, LabError, lab_checks, lab_plan
 from nexos.lab.starter import StarterError, collect_regions, make_starter, source_files
@@ -203,3 +204,6 @@ def batch_merge_cmd(folders: tuple[Path, ...], out: Path) -> None:
     path = merge(list(folders), out)
     rows = path.read_text().count("\n") - 1
     click.echo(f"wrote {path}: {rows} students")
+
+
+lab.add_command(handin_cmd)
