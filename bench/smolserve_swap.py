@@ -39,9 +39,9 @@ def answers(res: ServeResult) -> list[tuple[str, int]]:
 def measure(args: argparse.Namespace) -> list[Figure]:
     base = BuildConfig.parse(args.config)
     figures: list[Figure] = []
-    for (label, args), (_, n, max_len) in zip(pressure_workloads(None), PRESSURE_WORKLOADS,
-                                               strict=True):
-        cmd = serve_command(args)
+    for (label, flags), (_, n, max_len) in zip(pressure_workloads(None), PRESSURE_WORKLOADS,
+                                                strict=True):
+        cmd = serve_command(flags)
         runs = {}
         for swap in (0, args.swap):
             cfg = BuildConfig(base.lazy, base.cow, memsize=args.memsize, cpus=2, swapsize=swap)
