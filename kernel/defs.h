@@ -101,6 +101,7 @@ pagetable_t     proc_pagetable(struct proc *);
 void            proc_freepagetable(pagetable_t, uint64);
 int             kill(int);
 int             killed(struct proc*);
+void            nomem(void);       // the caller's kalloc found no page (for vmfault)
 void            setkilled(struct proc*);
 struct cpu*     mycpu(void);
 struct proc*    myproc();
@@ -197,6 +198,10 @@ uint64          uvmpageout(pagetable_t, uint64 va, int maxscan, struct pageout *
                            int *n, int *nscan);  // reclaim's clock over one page table
 int             vmreserve(uint64 npages);  // reclaim until npages are free above the low mark
 uint64          uvmforkpages(struct proc *p);  // pages a fork of p will allocate
+uint64          uvmanonpages(pagetable_t);     // resident anonymous user pages
+
+// oom.c
+int             oomkill(struct proc *p);       // kill the largest other process for p's fault
 int             copyout(pagetable_t, uint64 dstva, char *src, uint64 len);
 int             copyin(pagetable_t, char *dst, uint64 srcva, uint64 len);
 int             copyinstr(pagetable_t, char *dst, uint64 srcva, uint64 max);

@@ -98,7 +98,9 @@ kalloc(void)
   }
   release(&kmem.lock);
 
-  if(pa && KALLOC_DEBUG)
+  if(pa == 0)
+    nomem();   // tells vmfault a fault failed for want of a page (the OOM killer: oom.c)
+  else if(KALLOC_DEBUG)
     memset(pa, 0x05, PGSIZE);
   return pa;
 }

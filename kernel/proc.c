@@ -517,6 +517,17 @@ kill(int pid)
   return -1;
 }
 
+// Contract: note that an allocation made by the calling process (if any) found no free
+// page: vmfault() reads p->nomem to tell a fault that failed for memory from a bad address.
+// Safe from any context: interrupts stay as they were, no lock is taken.
+void
+nomem(void)
+{
+  struct proc *p = myproc();
+  if(p)
+    p->nomem = 1;
+}
+
 // Contract: mark p killed.
 void
 setkilled(struct proc *p)

@@ -117,4 +117,5 @@ struct proc {
   uint64 paged_in;             // pages read back from swap by its faults
   uint64 paged_out;            // pages reclaim wrote to swap; reclaim writes it, holding
                                // p->vmlock, which memstat holds when it reads it
+  int nomem;                   // a kalloc() of its own failed since vmfault cleared it
 };

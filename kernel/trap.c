@@ -98,8 +98,8 @@ usertrap(void)
     // handled
   } else if(scause == SCAUSE_INST_PAGE || scause == SCAUSE_LOAD_PAGE ||
             scause == SCAUSE_STORE_PAGE){
-    if(vmfault(p, r_stval(), scause == SCAUSE_STORE_PAGE) < 0)
-      user_fault(p, scause);
+    if(vmfault(p, r_stval(), scause == SCAUSE_STORE_PAGE) < 0 && !killed(p))
+      user_fault(p, scause);   // (a p the OOM killer chose meanwhile has its line)
   } else {
     user_fault(p, scause);
   }

@@ -655,7 +655,9 @@ resolve(struct proc *p, uint64 va, int is_store, int can_sleep)
 //   trampoline, va >= MAXVA                               -> -1
 // Unless the caller holds a spinlock, it runs under p->vmlock, first reclaims while free
 // pages are below the low watermark, and when a page cannot be had, reclaims and tries
-// again while reclaim frees something; so p dies for memory only when swap is full too.
+// again while reclaim frees something; when nothing more can be reclaimed (no swap, or
+// swap full too), the OOM killer (oom.c) kills the largest process if that is not p, and
+// p tries again once it has exited. So p dies for memory only as the largest.
 int
 vmfault(struct proc *p, uint64 va, int is_store)
 {
@@ -671,9 +673,15 @@ vmfault(struct proc *p, uint64 va, int is_store)
     acquiresleep(&p->vmlock);
   vmreserve(SWAP_CLUSTER);   // room for a page-in's read-ahead
   int r;
+  p->nomem = 0;
   while((r = resolve(p, va, is_store, 1)) != 0 && kfreepages() < swap_low() &&
         reclaim(RECLAIM_BATCH) > 0)
-    ;
+    p->nomem = 0;
+  // Out of memory, swap included: the largest process dies instead of p if p is not it.
+  while(r != 0 && p->nomem && oomkill(p)){
+    p->nomem = 0;
+    r = resolve(p, va, is_store, 1);
+  }
   if(!mine)
     releasesleep(&p->vmlock);
   return r;
@@ -807,6 +815,19 @@ vmstat(struct proc *p, struct memstat *ms)
   ms->memsize_mb = MEMSIZE_MB;
   ms->pagecache_pages = pagecache_pages();
   swapstat(ms);
+}
+
+// Contract: the resident anonymous user pages of pagetable (PTE_U leaves no file backs,
+// shared or not): what killing its process would give back at most (oom.c). Caller holds
+// the process's vmlock, or the process is not running.
+uint64
+uvmanonpages(pagetable_t pagetable)
+{
+  struct memstat ms;
+
+  memset(&ms, 0, sizeof(ms));
+  countwalk(pagetable, 2, &ms);
+  return ms.mapped_pages - ms.file_pages;
 }
 
 // Contract: how many pages fork will allocate for a child of p: one per page-table page
