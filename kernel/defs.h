@@ -201,6 +201,7 @@ uint64          uvmforkpages(struct proc *p);  // pages a fork of p will allocat
 uint64          uvmanonpages(pagetable_t);     // resident anonymous user pages
 
 // oom.c
+void            oominit(void);
 int             oomkill(struct proc *p);       // kill the largest other process for p's fault
 int             copyout(pagetable_t, uint64 dstva, char *src, uint64 len);
 int             copyin(pagetable_t, char *dst, uint64 srcva, uint64 len);

@@ -49,6 +49,7 @@ main(void)
     pagecacheinit();
     virtio_disk_init();
     swapinit();
+    oominit();
     userinit();
     printf("nexos: LAZY_ALLOC=%d COW_ALLOC=%d cpus=%d mem=%dM swap=%dM\n",
            LAZY_ALLOC, COW_ALLOC, nharts(), MEMSIZE_MB, swap_mb());

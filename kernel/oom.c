@@ -11,8 +11,13 @@
 // as before, with usertrap's line. The victim's line has the same `usertrap: pid N (name)
 // killed:` start, so whoever counts the processes killed for memory counts it too.
 //
-// Locks: a candidate is sized with its vmlock taken by tryacquiresleep (one busy in its
-// own page table is passed over, never waited for) and its state read under its p->lock.
+// Locks: oomlock (a sleeplock: its holder sleeps while its victim exits) lets one faulter
+// at a time choose and kill, so that two faulters never kill for the same shortage; the
+// next one first looks whether that victim's pages are enough. It is taken with
+// tryacquiresleep between ticks, so that a faulter killed while it waits (perhaps the
+// very victim) gives up at once. A candidate is sized with its vmlock taken by
+// tryacquiresleep (one busy in its own page table is passed over, never waited for) and
+// its state read under its p->lock.
 
 #include "kernel/types.h"
 #include "kernel/param.h"
@@ -24,8 +29,16 @@
 #include "kernel/defs.h"
 
 #define OOM_WAIT_TICKS 100   // how long a faulter waits for its victim to have exited
+#define OOM_ENOUGH 64        // free pages that let a fault try again without a kill
 
 extern struct proc proc[NPROC];
+static struct sleeplock oomlock;
+
+void
+oominit(void)
+{
+  initsleeplock(&oomlock, "oom");
+}
 
 // Contract: the pages killing q would free: its resident anonymous user pages, or 0 if q
 // is not a live user process other than init, or is already killed (its pages are on the
@@ -68,16 +81,13 @@ exited(struct proc *v, int pid)
   return gone;
 }
 
-// Contract: p's page fault found no page. If another process holds more anonymous pages
-// in RAM than p, kill the one holding the most, print its line, and wait (at most
-// OOM_WAIT_TICKS) until it has exited. Returns 1 then (p may try the fault again), 0 if p
-// is the largest, or p was killed, or the victim did not exit in time: p dies for memory.
-// Caller is p, holding p->vmlock and no spinlock.
-int
-oomkill(struct proc *p)
+// Contract: the live process other than p holding the most anonymous pages in RAM, if it
+// holds more than p (a tie spares the others), else 0. Caller is p, holding p->vmlock.
+static struct proc *
+largest(struct proc *p)
 {
   struct proc *victim = 0;
-  uint64 most = uvmanonpages(p->pagetable);   // a tie spares the others: p goes
+  uint64 most = uvmanonpages(p->pagetable);
 
   for(struct proc *q = proc; q < &proc[NPROC]; q++){
     if(q == p)
@@ -88,9 +98,17 @@ oomkill(struct proc *p)
       victim = q;
     }
   }
-  if(victim == 0)
-    return 0;
+  return victim;
+}
+
+// Contract: kill victim for p's fault, print its line, and wait (at most OOM_WAIT_TICKS)
+// until it has exited. Returns 1 if it did, 0 if p was killed or the victim did not exit
+// in time. Caller holds oomlock.
+static int
+killfor(struct proc *p, struct proc *victim)
+{
   int pid = victim->pid;
+
   if(kill(pid) < 0)
     return 0;
   printf("usertrap: pid %d (%s) killed: out of memory, the largest (pid %d faulted)\n",
@@ -101,4 +119,27 @@ oomkill(struct proc *p)
     sleep_tick();
   }
   return 0;
+}
+
+// Contract: p's page fault found no page. If another faulter's victim has meanwhile given
+// OOM_ENOUGH pages back, return 1 at once. Else, if another process holds more anonymous
+// pages in RAM than p, kill the one holding the most and wait until it has exited: 1 (p
+// may try the fault again). 0 if p is the largest, or p was killed, or the victim did not
+// exit in time: p dies for memory. Caller is p, holding p->vmlock and no spinlock.
+int
+oomkill(struct proc *p)
+{
+  while(!tryacquiresleep(&oomlock)){
+    if(killed(p))
+      return 0;
+    sleep_tick();
+  }
+  int ok = 0;
+  if(!killed(p)){
+    struct proc *victim = 0;
+    ok = kfreepages() >= OOM_ENOUGH ||
+         ((victim = largest(p)) != 0 && killfor(p, victim));
+  }
+  releasesleep(&oomlock);
+  return ok;
 }

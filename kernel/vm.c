@@ -677,8 +677,9 @@ vmfault(struct proc *p, uint64 va, int is_store)
   while((r = resolve(p, va, is_store, 1)) != 0 && kfreepages() < swap_low() &&
         reclaim(RECLAIM_BATCH) > 0)
     p->nomem = 0;
-  // Out of memory, swap included: the largest process dies instead of p if p is not it.
-  while(r != 0 && p->nomem && oomkill(p)){
+  // Out of memory, swap included: the largest process dies instead of p if p is not it
+  // (each round frees pages or kills one more process: NPROC rounds at most).
+  for(int round = 0; r != 0 && p->nomem && round < NPROC && oomkill(p); round++){
     p->nomem = 0;
     r = resolve(p, va, is_store, 1);
   }
