@@ -23,8 +23,8 @@
 // only what is mapped) and gives up one page reference per unmapped PTE with kfree(),
 // which frees the page when its last reference goes (kalloc.c).
 //
-// The `// LAB lazy:` and `// LAB cow:` comments mark what a lab's students write; their
-// starter tree has the stub instead (docs/lab.md).
+// The `// LAB lazy:`, `// LAB cow:` and `// LAB swap:` comments mark what a lab's students
+// write; their starter tree has the stub instead (docs/lab.md).
 //
 // Invariants of a user page table:
 //   - Every valid user leaf PTE owns one reference to its physical page.
@@ -397,11 +397,13 @@ forkleaves(pte_t *from, pte_t *to, int n)
   int nfile = 0;
 
   for(int i = 0; i < n; i++){
+    // LAB swap: begin a paged-out PTE: the child's share of its slot
     if(from[i] & PTE_SWAPPED){
       swap_dup(PTE2SLOT(from[i]));   // both read their own copy back (swap.c)
       to[i] = from[i];
       continue;
     }
+    // LAB swap: end
     if((from[i] & PTE_V) == 0)
       continue;
     if(from[i] & PTE_FILE){
@@ -588,6 +590,7 @@ cowfault(struct proc *p, uint64 va, pte_t *pte)
 static int
 swapfault(struct proc *p, uint64 va, pte_t *pte)
 {
+  // LAB swap: begin read the page (and the ones after it) back from swap
   char *pages[SWAP_CLUSTER];
   uint64 slot = PTE2SLOT(*pte);
   int max = kfreepages() > swap_low() + SWAP_CLUSTER ? SWAP_CLUSTER : 1;
@@ -607,6 +610,9 @@ swapfault(struct proc *p, uint64 va, pte_t *pte)
   }
   sfence_vma();
   return 0;
+  // LAB swap: stub
+  // return -1;   // never reached until reclaim pages something out
+  // LAB swap: end
 }
 
 // Contract: one attempt at vmfault's job (below), for page-aligned va. can_sleep is 0
@@ -738,6 +744,7 @@ uvmpageout(pagetable_t pagetable, uint64 va, int maxscan, struct pageout *out, i
       if(*nscan >= maxscan || *n >= nout)
         return va;
       (*nscan)++;
+      // LAB swap: begin the clock's choice for this PTE: second chance, drop or page out
       if((*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
         continue;
       uint64 pa = PTE2PA(*pte);
@@ -759,6 +766,7 @@ uvmpageout(pagetable_t pagetable, uint64 va, int maxscan, struct pageout *out, i
         (*n)++;
         *pte = SLOT2PTE(slot) | (PTE_FLAGS(*pte) & ~(PTE_V | PTE_A | PTE_D)) | PTE_SWAPPED;
       }
+      // LAB swap: end
     }
   }
   return 0;

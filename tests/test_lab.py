@@ -18,7 +18,16 @@ from click.testing import CliRunner
 
 from conftest import BY_DESIGN, SMOLLM2_GGUF
 from nexos.config import BuildConfig, matrix
-from nexos.grade import CHECK_NAMES, DEFAULT_CHECK_NAMES
+from nexos.grade import (
+    CHECK_NAMES,
+    DEFAULT_CHECK_NAMES,
+    OPT_IN_CHECK_NAMES,
+    check_swapsize,
+    grade_config,
+    hidden_checks,
+    select_checks,
+    with_hidden,
+)
 from nexos.lab.cli import lab
 from nexos.lab.markers import MarkerError, parse, strip
 from nexos.lab.plan import lab_checks, lab_plan, mechanism_plan, nonlab_plan
@@ -188,13 +197,32 @@ def test_the_kernel_regions():
         ("mmap", "kernel/mmap.c", "writeback"), ("mmap", "kernel/mmap.c", "unmaprange"),
         ("mmap", "kernel/mmap.c", "sys_mmap"), ("mmap", "kernel/mmap.c", "sys_munmap"),
         ("mmap", "kernel/pagecache.c", "pagecache_get"),
-        ("mmap", "kernel/pagecache.c", "pagecache_trim")}
+        ("mmap", "kernel/pagecache.c", "pagecache_trim"),
+        ("swap", "kernel/swap.c", "swap_alloc"), ("swap", "kernel/swap.c", "swap_dup"),
+        ("swap", "kernel/swap.c", "swap_put"), ("swap", "kernel/swap.c", "swap_free_slots"),
+        ("swap", "kernel/vm.c", "forkleaves"), ("swap", "kernel/vm.c", "swapfault"),
+        ("swap", "kernel/vm.c", "uvmpageout")}
+
+
+def test_regions_listing_names_the_swap_lab():
+    """`nexos lab regions` lists the swap regions with their stubs, and every marker is sound."""
+    marked_files()
+    r = CliRunner().invoke(lab, ["regions", "--source", str(REPO)])
+    assert r.exit_code == 0, r.output
+    swap = re.findall(r"^swap  (\S+):\d+-\d+ (\w+)\(\) \d+ lines, (.+)$", r.output, re.M)
+    assert swap == [
+        ("kernel/swap.c", "swap_alloc", "stub 2 lines"), ("kernel/swap.c", "swap_dup", "no stub"),
+        ("kernel/swap.c", "swap_put", "no stub"),
+        ("kernel/swap.c", "swap_free_slots", "stub 1 lines"),
+        ("kernel/vm.c", "forkleaves", "no stub"), ("kernel/vm.c", "swapfault", "stub 1 lines"),
+        ("kernel/vm.c", "uvmpageout", "no stub")]
+    assert r.output.rstrip().endswith("22 regions, all markers sound")
 
 
 # ------------------------------------------------------------------ the plan (no QEMU)
 
 def test_lab_plan():
-    for lab_ in ("lazy", "cow", "mmap", "all"):
+    for lab_ in ("lazy", "cow", "mmap", "swap", "all"):
         plan = lab_plan(lab_)
         assert [c for c, _ in plan] == matrix()
         for cfg, names in plan:
@@ -210,14 +238,51 @@ def test_lab_plan():
     # mmap has no flag: its lab check is one in every configuration
     assert mechanism_plan("mmap") == [(cfg, ["mmaptests"]) for cfg in matrix()]
     assert dict(nonlab_plan("mmap"))[BOTH] == list(DEFAULT_CHECK_NAMES)
+    # swap has no flag either: swaptest (booted with its own swap disk) in every configuration
+    assert mechanism_plan("swap") == [(cfg, ["swaptest"]) for cfg in matrix()]
+    assert dict(nonlab_plan("swap"))[EAGER] == list(DEFAULT_CHECK_NAMES)
     assert lab_checks("all", BOTH) == ["usertests", "lazytests", "cowtests", "mmaptests",
-                                       "smolprobe-verdict", "smolprobe-parallel"]
-    assert lab_checks("all", EAGER) == ["mmaptests"]
+                                       "swaptest", "smolprobe-verdict", "smolprobe-parallel"]
+    assert lab_checks("all", EAGER) == ["mmaptests", "swaptest"]
     assert dict(nonlab_plan("all"))[EAGER] == list(DEFAULT_CHECK_NAMES)
     assert "smolprobe-parallel" not in dict(lab_plan("lazy"))[BOTH]
-    # mmaptests is opt-in: only the mmap lab (and all) grade it
-    assert "mmaptests" not in DEFAULT_CHECK_NAMES
-    assert all("mmaptests" not in names for x in ("lazy", "cow") for _, names in lab_plan(x))
+    # mmaptests and swaptest are opt-in: only their lab (and all) grade them
+    assert {"mmaptests", "swaptest"} <= set(OPT_IN_CHECK_NAMES)
+    assert not {"mmaptests", "swaptest"} & set(DEFAULT_CHECK_NAMES)
+    assert all("mmaptests" not in names for x in ("lazy", "cow", "swap")
+               for _, names in lab_plan(x))
+    assert all("swaptest" not in names for x in ("lazy", "cow", "mmap")
+               for _, names in lab_plan(x))
+
+
+def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatch):
+    """The swaptest check boots a session of its own with check_swapsize's disk (4x RAM, or
+    the grade's --swap when larger; at most the Makefile's 4096 MiB); the other checks keep
+    the configuration's boot. On the fake QEMU, whose boot line reports the disk it got."""
+    assert [check_swapsize(BuildConfig(1, 1, memsize=m, swapsize=s)) for m, s in
+            [(512, 0), (128, 0), (128, 1024), (128, 64), (2048, 0)]] == [
+        2048, 512, 1024, 512, 4096]
+    (swaptest,) = select_checks(["swaptest"])
+    assert swaptest.swap and swaptest.command == "swaptest"
+    assert not any(c.swap for c in select_checks(list(DEFAULT_CHECK_NAMES)))
+    # a course's own swaptest.c replaces the built-in, and boots with the disk as it did
+    hidden_src = tmp_path / "swaptest.c"
+    hidden_src.write_text("int main(void) { return 0; }\n")
+    _, hidden = hidden_checks([str(hidden_src)])
+    (replaced,) = with_hidden([swaptest], hidden)
+    assert replaced.swap and replaced.points == 10
+    monkeypatch.setenv("NEXOS_QEMU", fake_qemu["qemu"])
+    cfg = BuildConfig(1, 1)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    results = grade_config(fake_qemu["repo"], cfg, select_checks(["usertests", "swaptest"]),
+                           transcript_dir=logs)
+    assert [(r.name, r.passed) for r in results] == [("usertests", True), ("swaptest", False)]
+    assert sorted(f.name for f in logs.iterdir()) == ["lazy1-cow1-swap2048.log",
+                                                      "lazy1-cow1.log"]
+    assert "swap=2048M" in (logs / "lazy1-cow1-swap2048.log").read_text()
+    assert " swap=" not in (logs / "lazy1-cow1.log").read_text()
+    assert not list((fake_qemu["repo"] / "build").glob("nexos-swap-*"))  # the disk is gone
 
 
 # ------------------------------------------------------------------ real starter trees (QEMU)
@@ -240,12 +305,12 @@ def test_starter_of_this_checkout(tmp_path):
     """The real checkout passes every check of the generator; the tree has only TODO lines."""
     marked = marked_files()
     tree = make_starter(REPO, "all", tmp_path / "all")
-    assert len(tree.regions) == 15 and git(tree.out, "status", "--porcelain") == ""
+    assert len(tree.regions) == 22 and git(tree.out, "status", "--porcelain") == ""
     _, left = collect_regions(tree.out, source_files(tree.out))
     assert left == []
-    todo = sum(len(re.findall(r"// LAB (lazy|cow|mmap): TODO", (tree.out / f).read_text()))
+    todo = sum(len(re.findall(r"// LAB (lazy|cow|mmap|swap): TODO", (tree.out / f).read_text()))
                for f in marked)
-    assert todo == 15
+    assert todo == 22
     labmd = (tree.out / "LAB.md").read_text()
     assert "`kernel/vm.c`: `growproc()`, `lazyfault()`, `userpte()`" in labmd
     assert "`kernel/kalloc.c`: `krefinc_ptes()`, `kshared_ptes()`" in labmd
@@ -270,6 +335,33 @@ def test_mmap_starter_of_this_checkout(tmp_path):
         assert f"- `{cfg.name}`: `mmaptests`" in labmd
 
 
+def test_swap_starter_of_this_checkout(tmp_path):
+    """The swap lab alone: its 7 regions stubbed (no free slot, nothing chosen, nothing read
+    back), the other labs' code kept, and a LAB.md that names the spots, says how to boot
+    with swap and grades swaptest in every configuration."""
+    marked_files()
+    tree = make_starter(REPO, "swap", tmp_path / "swap")
+    assert {r.lab for r in tree.regions} == {"swap"} and len(tree.regions) == 7
+    swap_c = (tree.out / "kernel/swap.c").read_text()
+    assert swap_c.count("// LAB swap: TODO") == 4
+    assert "  return 0;   // no slot free" in swap_c and "(void)ref;" in swap_c
+    assert "swap_read(uint64 s, char **pa, int n)" in swap_c  # the disk I/O is given
+    vm_c = (tree.out / "kernel/vm.c").read_text()
+    assert vm_c.count("// LAB swap: TODO") == 3
+    assert "SLOT2PTE(" not in vm_c and "swap_dup(" not in vm_c
+    assert "swap_put(PTE2SLOT(*pte));" in vm_c  # uvmunmap's give-back stays
+    assert "p->cow_copies++;" in vm_c and "p->lazy_faults++;" in vm_c  # the other labs stay
+    labmd = (tree.out / "LAB.md").read_text()
+    assert ("`kernel/swap.c`: `swap_alloc()`, `swap_dup()`, `swap_put()`, "
+            "`swap_free_slots()`") in labmd
+    assert "`kernel/vm.c`: `forkleaves()`, `swapfault()`, `uvmpageout()`" in labmd
+    assert "make qemu LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE=128 SWAPSIZE=512" in labmd
+    assert "$ swaptest pattern" in labmd and "\"Swap and reclaim\"" in labmd
+    assert "make grade LAB=swap" in labmd
+    for cfg in matrix():
+        assert f"- `{cfg.name}`: `swaptest`" in labmd
+
+
 @pytest.fixture(scope="module")
 def solution(tmp_path_factory) -> Path:
     """A solution checkout: the committed tree with this checkout's marked files on top (so
@@ -291,7 +383,7 @@ def starters(solution, tmp_path_factory) -> dict[str, Path]:
     """lab -> its starter tree, made from the solution and built in all four configurations."""
     root = tmp_path_factory.mktemp("starters")
     trees = {}
-    for lab_ in ("lazy", "cow", "mmap", "all"):
+    for lab_ in ("lazy", "cow", "mmap", "swap", "all"):
         trees[lab_] = make_starter(solution, lab_, root / lab_).out
         for cfg in matrix():
             make_tree(trees[lab_], cfg)  # -Wall -Werror with the stubs, every configuration
@@ -327,6 +419,14 @@ MECHANISM_GONE = {
     "mmap": (BOTH, {"mmaptests": ["test basic: FAILED mmap of", "test fork: FAILED mmap of",
                                   "test shareone: FAILED", "test empty: OK"]},
              ["usertests -q", "lazytests", "cowtests"]),
+    # booted with a swap disk no slot is ever free: every test that needs more than RAM fails
+    # (an eager sbrk, a lazy fault killed), nothing panics; cowtests' bigfork sees the disk
+    # and wants its child that writes more than RAM to finish; the rest is as without swap
+    "swap": (BuildConfig(1, 1, swapsize=check_swapsize(BOTH)),
+             {"swaptest": ["swap_slots=524288 swap_slots_used=0", "test pattern: FAILED",
+                           "test fork: FAILED", "test exit: FAILED", "test leakcheck: OK"],
+              "cowtests bigfork": ["test bigfork: FAILED child writing"]},
+             ["usertests -q", "lazytests", "mmaptests"]),
     "all": (BOTH, {"lazytests sparse": ["test sparse: FAILED"],
                    "cowtests readcow": ["test readcow: FAILED"],
                    "mmaptests private": ["test private: FAILED mmap of"]}, ["usertests -q"]),
@@ -344,6 +444,32 @@ def test_starter_lacks_the_mechanism(starters, lab_):
             assert line in outs[cmd], f"{cmd}: no {line!r}:\n{outs[cmd][-3000:]}"
     for cmd in passing:
         assert passed(outs[cmd]), f"{cmd}:\n{outs[cmd][-3000:]}"
+
+
+# The swap lab's check as the grade runs it (its own swap disk of 4x RAM), at 128 MiB of RAM
+# so that the solution's run is short (docs/testing.md, "swaptest"), in both policies.
+SWAP_LAB_CONFIGS = [BuildConfig(0, 0, memsize=128), BuildConfig(1, 1, memsize=128)]
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("cfg", SWAP_LAB_CONFIGS, ids=lambda c: c.name)
+def test_swap_lab_check_fails_the_starter_and_passes_the_solution(starters, solution, tmp_path,
+                                                                   cfg):
+    """grade_config with swaptest: the starter fails it (with the tests' own FAILED lines as
+    evidence, not a hang or a panic), the same tree with the solution's files back passes."""
+    checks = select_checks(["swaptest"])
+    tree = starters["swap"]
+    make_tree(tree, cfg)
+    (r,) = grade_config(tree, cfg, checks)
+    assert not r.passed and r.points == 0 and "SOME TESTS FAILED" in r.message, r
+    assert "test pattern: FAILED" in r.evidence and "panic" not in r.evidence, r.evidence
+    solved = tmp_path / "solved"
+    shutil.copytree(tree, solved, symlinks=True)  # its build/ too: make is incremental
+    for path in marked_files():
+        shutil.copyfile(solution / path, solved / path)
+    make_tree(solved, cfg)
+    (r,) = grade_config(solved, cfg, checks)
+    assert r.passed and r.points == r.max_points == 15, r
 
 
 # lab -> (configuration, the lab's test programs, which pass once the solution is back)

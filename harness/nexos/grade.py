@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.console import Console
 
 from nexos.build import build_all
-from nexos.config import BuildConfig
+from nexos.config import MAX_SWAPSIZE, BuildConfig
 from nexos.kvcache import expected_verdict, saved_percent
 from nexos.parse import (
     ParseError,
@@ -36,6 +36,18 @@ class CheckSpec:
     command: str
     timeout: float
     judge: Callable[[BuildConfig, str], tuple[bool, str]]  # (config, output) -> (ok, message)
+    swap: bool = False  # boots with a swap disk of check_swapsize(config) MiB
+
+
+# The swap disk of a check that needs swap: SWAP_PER_RAM times the RAM, so that swaptest's
+# tests get their full sizes (3x RAM in one heap, a copying fork of 2x RAM; docs/testing.md).
+SWAP_PER_RAM = 4
+
+
+def check_swapsize(cfg: BuildConfig) -> int:
+    """MiB of swap a swap check boots with: SWAP_PER_RAM x RAM (at most the Makefile's
+    limit), or the configuration's own (`--swap`) when that is larger."""
+    return max(cfg.swapsize, min(SWAP_PER_RAM * cfg.memsize, MAX_SWAPSIZE))
 
 
 def judge_test_program(cfg: BuildConfig, output: str) -> tuple[bool, str]:
@@ -173,6 +185,8 @@ def default_checks(req: ProbeRequest | None = None, scale: float = 1.0) -> list[
         CheckSpec("lazytests", 15, False, "lazytests", 600 * scale, judge_test_program),
         CheckSpec("cowtests", 15, False, "cowtests", 600 * scale, judge_test_program),
         CheckSpec("mmaptests", 15, False, "mmaptests", 600 * scale, judge_test_program),
+        CheckSpec("swaptest", 15, False, "swaptest", 3600 * scale, judge_test_program,
+                  swap=True),
         CheckSpec("smolprobe-numbers", 10, True, req.command(), 900 * scale,
                   judge_probe_numbers(req)),
         CheckSpec("smolprobe-verdict", 10, True, req.command(), 900 * scale,
@@ -186,7 +200,7 @@ def default_checks(req: ProbeRequest | None = None, scale: float = 1.0) -> list[
 CHECK_NAMES = tuple(c.name for c in default_checks())
 # Opt-in checks: a plain `nexos grade` skips them; `--checks` or a lab's plan adds them
 # (docs/harness.md, "Grading"; docs/lab.md).
-OPT_IN_CHECK_NAMES = ("mmaptests", "smolprobe-parallel")
+OPT_IN_CHECK_NAMES = ("mmaptests", "swaptest", "smolprobe-parallel")
 DEFAULT_CHECK_NAMES = tuple(n for n in CHECK_NAMES if n not in OPT_IN_CHECK_NAMES)
 # The checks that run a test program by its own name: a hidden program of that name replaces
 # the built-in program on the image (make's EXTRA_UPROGS rule), and so its check too.
@@ -229,30 +243,43 @@ def hidden_checks(values: Sequence[str], scale: float = 1.0
 
 
 def with_hidden(checks: list[CheckSpec], hidden: list[CheckSpec]) -> list[CheckSpec]:
-    """`checks` then the hidden ones; a hidden check replaces the built-in of its name."""
+    """`checks` then the hidden ones; a hidden check replaces the built-in of its name, and
+    boots as it did (a hidden swaptest.c gets the swap disk)."""
+    swap = {c.name for c in default_checks() if c.swap}
     names = {h.name for h in hidden}
-    return [c for c in checks if c.name not in names] + hidden
+    return ([c for c in checks if c.name not in names]
+            + [replace(h, swap=h.name in swap) for h in hidden])
 
 
 class _Sessions:
-    """At most one live session per image kind; rebooted after a check killed it."""
+    """At most one live session per image kind and swap disk; rebooted after a check killed
+    it."""
 
     def __init__(self, repo: Path, cfg: BuildConfig, transcript_dir: Path | None,
                  scale: float = 1.0) -> None:
         self.repo, self.cfg, self.dir, self.scale = repo, cfg, transcript_dir, scale
-        self.live: dict[bool, QemuSession] = {}
+        self.live: dict[tuple[bool, bool], QemuSession] = {}
 
-    def get(self, llm: bool) -> QemuSession:
-        s = self.live.get(llm)
+    def get(self, llm: bool, swap: bool = False) -> QemuSession:
+        """The session for the image (llm or not), with check_swapsize's disk if swap."""
+        s = self.live.get((llm, swap))
         if s is None or not s.alive:
+            cfg = replace(self.cfg, swapsize=check_swapsize(self.cfg)) if swap else self.cfg
             t = None
             if self.dir is not None:
-                t = self.dir / f"{self.cfg.name}{'-llm' if llm else ''}.log"
-            s = QemuSession.for_config(self.cfg, self.repo, llm=llm, transcript=t,
+                t = self.dir / (f"{cfg.name}{'-llm' if llm else ''}"
+                                f"{f'-swap{cfg.swapsize}' if swap else ''}.log")
+            s = QemuSession.for_config(cfg, self.repo, llm=llm, transcript=t,
                                        boot_timeout=BOOT_TIMEOUT * self.scale,
                                        lifetime=SESSION_LIFETIME * self.scale).start()
-            self.live[llm] = s
+            self.live[(llm, swap)] = s
         return s
+
+    def close_swap(self) -> None:
+        """Stop the swap sessions: their disks hold up to SWAP_PER_RAM x RAM of written
+        pages, and no later check needs them (each swap check boots its own)."""
+        for key in [k for k in self.live if k[1]]:
+            self.live.pop(key).close()
 
     def close(self) -> None:
         for s in self.live.values():
@@ -271,7 +298,7 @@ def run_check(sessions: _Sessions, spec: CheckSpec, cache: dict[str, str]) -> Ch
     try:
         output = cache.get(spec.command)
         if output is None:
-            output = sessions.get(spec.llm).run(spec.command, spec.timeout).output
+            output = sessions.get(spec.llm, spec.swap).run(spec.command, spec.timeout).output
             cache[spec.command] = output
     except QemuError as e:
         return fail(str(e), e.evidence)
@@ -298,6 +325,8 @@ def grade_config(repo: Path, cfg: BuildConfig, checks: list[CheckSpec],
     try:
         for spec in checks:
             r = run_check(sessions, spec, cache)
+            if spec.swap:
+                sessions.close_swap()
             results.append(r)
             if on_result:
                 on_result(r)

@@ -21,7 +21,7 @@ from nexos.lab.starter import StarterError, collect_regions, make_starter, sourc
 from nexos.lab.submission import SubmissionError
 
 lab_option = click.option("--lab", "which", type=click.Choice(list(LAB_CHOICES)),
-                          required=True, help="The lab: lazy, cow, mmap, or all (the three).")
+                          required=True, help="The lab: lazy, cow, mmap, swap, or all (the four).")
 source_option = click.option(
     "--source", type=click.Path(file_okay=False, exists=True, path_type=Path),
     help="The solution checkout (default: the NexOS checkout around the working directory).")
@@ -47,8 +47,8 @@ class LabGroup(click.Group):
 
 @click.group("lab", cls=LabGroup)
 def lab() -> None:
-    """The lab kit: starter trees for the lazy-allocation, copy-on-write and mmap labs,
-    and the checks that grade them (docs/lab.md)."""
+    """The lab kit: starter trees for the lazy-allocation, copy-on-write, mmap and swap
+    labs, and the checks that grade them (docs/lab.md)."""
 
 
 @lab.command("make")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from nexos.grade import SWAP_PER_RAM
 from nexos.lab.markers import Region
 from nexos.lab.plan import labs_of, mechanism_plan
 
 TITLES = {"lazy": "Lazy allocation (`LAZY_ALLOC=1`)", "cow": "Copy-on-write fork (`COW_ALLOC=1`)",
-          "mmap": "mmap and the page cache (every configuration)"}
+          "mmap": "mmap and the page cache (every configuration)",
+          "swap": "Swap and reclaim (every configuration, with `SWAPSIZE=MiB`)"}
 
 TASKS = {
     "lazy": """\
@@ -39,12 +41,38 @@ the file (`writeback()`). Today `mmap()` returns -1. Given: the argument checks
 (`lookup()`, `insert()`, `drop()`, `gethit()`). The contract is in docs/memory.md ("mmap
 and the page cache": regions, the ownership rule, write-back, errors); keep memstat's
 `file_pages` and `pagecache_pages` exact, and free every page when the last mapping goes.""",
+    "swap": """\
+With a second virtio disk (`SWAPSIZE=MiB`) user memory must outgrow RAM: when free pages run
+low, reclaim pages user pages out to the disk's page-sized slots, and a fault on a paged-out
+page reads it back. You write the slot table in kernel/swap.c (`swap_alloc()` hands out a free
+slot with one reference, `swap_dup()` and `swap_put()` count the paged-out PTEs that name a
+slot, the last `swap_put()` frees it, `swap_free_slots()` says how many are free), the clock's
+choice in `uvmpageout()` (a resident user page with `PTE_A` set loses it, its second chance;
+one still clear goes: a clean file page is dropped, an anonymous page whose PTE holds its only
+reference is paged out: a slot, and a PTE that names it with `PTE_SWAPPED` and the page's
+flags), the page-in in `swapfault()` (a new page, the slot read into it, the old flags back,
+the slot's reference given back; reading the following slots in the same request is the
+given solution's optimisation, one page is enough) and fork's share of a paged-out PTE in
+`forkleaves()`. Today there is never a free slot, so reclaim pages nothing out and memory
+runs out at RAM, as without swap. Given: the disk I/O (`swap_read()`, `writeout()`), the
+clock's hand over every process and its locking (`reclaim()`, `visit()`), the walk of
+`uvmpageout()`, the choke points that call reclaim (`vmfault()`, `vmreserve()`) and
+`swapfault()`, and the unmap of a paged-out PTE (`uvmunmap()`). The contract is in
+docs/memory.md ("Swap and reclaim": slots, the paged-out PTE, reclaim, the locks, out of
+swap); keep memstat's `swapped_pages`, `swap_slots_used`, `swap_ins` and `swap_outs` exact,
+and give every frame and slot back when a process shrinks or exits.""",
 }
 
-TESTS = {"lazy": "lazytests", "cow": "cowtests", "mmap": "mmaptests"}
+TESTS = {"lazy": "lazytests", "cow": "cowtests", "mmap": "mmaptests", "swap": "swaptest"}
 FLAGS = {"lazy": "LAZY_ALLOC=1 COW_ALLOC=0", "cow": "LAZY_ALLOC=0 COW_ALLOC=1",
-         "mmap": "LAZY_ALLOC=1 COW_ALLOC=0"}
-EXAMPLE = {"lazy": "sparse", "cow": "counts", "mmap": "shared"}  # one test of each program
+         "mmap": "LAZY_ALLOC=1 COW_ALLOC=0",
+         "swap": "LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE=128 SWAPSIZE=512"}  # swaptest's own sizes
+EXAMPLE = {"lazy": "sparse", "cow": "counts", "mmap": "shared",  # one test of each program
+           "swap": "pattern"}
+# The other configuration a lab without a flag must work in too.
+ALSO = {"mmap": "and once more with `LAZY_ALLOC=0` (every page mapped by `sys_mmap()`).",
+        "swap": "and once more with `LAZY_ALLOC=0 COW_ALLOC=0` (an eager `sbrk` pages out "
+                "pages of the very call that maps them; fork copies)."}
 
 
 def _where(regions: list[Region], one: str) -> list[str]:
@@ -69,17 +97,22 @@ def _section(regions: list[Region], one: str) -> list[str]:
 
 
 def _also(one: str) -> list[str]:
-    """mmap: the other policy too (both must work)."""
-    if one != "mmap":
-        return []
-    return ["", "and once more with `LAZY_ALLOC=0` (every page mapped by `sys_mmap()`)."]
+    """mmap and swap: the other policy too (both must work)."""
+    return ["", ALSO[one]] if one in ALSO else []
 
 
-def _mmap_intro(labs: tuple[str, ...]) -> list[str]:
-    if "mmap" not in labs:
-        return []
-    return ["`mmaptests` fails in every configuration until mmap is written (`mmap()` "
-            "returns -1); no other check of the grade uses mmap."]
+def _intro(labs: tuple[str, ...]) -> list[str]:
+    """What fails where for the labs without a flag."""
+    lines = []
+    if "mmap" in labs:
+        lines.append("`mmaptests` fails in every configuration until mmap is written (`mmap()` "
+                     "returns -1); no other check of the grade uses mmap.")
+    if "swap" in labs:
+        lines.append("`swaptest` fails in every configuration until swap is written: the grade "
+                     f"boots it with a swap disk of {SWAP_PER_RAM}x RAM, and no slot is ever "
+                     "free, so no test can use more than RAM; the other checks boot without "
+                     "swap, where reclaim does nothing.")
+    return lines
 
 
 def lab_md(lab: str, regions: list[Region]) -> str:
@@ -90,7 +123,7 @@ def lab_md(lab: str, regions: list[Region]) -> str:
              "functions named here have their marked parts replaced by a stub. Built with "
              "the flags off (`LAZY_ALLOC=0 COW_ALLOC=0`) it is the eager kernel and passes "
              "`usertests`; with a flag on, the tests of that flag fail until you write it.",
-             *_mmap_intro(labs), ""]
+             *_intro(labs), ""]
     for one in labs:
         lines += _section(regions, one)
     lines += ["## Grading", "",

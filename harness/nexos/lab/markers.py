@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-LABS = ("lazy", "cow", "mmap")
+LABS = ("lazy", "cow", "mmap", "swap")
 MARKED_SUFFIXES = (".c", ".h", ".S")  # the files whose markers are parsed
 DEFAULT_HINT = "your code here (see LAB.md)"
 

@@ -4,9 +4,10 @@ A check is a *lab check* of a configuration when its outcome there depends on th
 mechanism: a starter tree fails it, the solution passes it. For lazy and cow that is the case
 only in kernels built with the lab's flag on; with the flag off the stub is never reached (or
 behaves as the eager policy does), so every check there is a *non-lab check*, which a starter
-tree passes too. mmap has no flag: every configuration maps files, so its lab check is one in
-all four. Grading a submission runs both: the lab checks score the mechanism, the non-lab checks
-catch a submission that broke the rest of the kernel.
+tree passes too. mmap and swap have no flag: every configuration maps files and, booted with a
+swap disk, pages out, so each has its lab check in all four. Grading a submission runs both:
+the lab checks score the mechanism, the non-lab checks catch a submission that broke the rest
+of the kernel.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from nexos.grade import CHECK_NAMES, DEFAULT_CHECK_NAMES
 from nexos.lab.markers import LABS
 
 LAB_CHOICES: dict[str, tuple[str, ...]] = {"lazy": ("lazy",), "cow": ("cow",),
-                                            "mmap": ("mmap",), "all": LABS}
+                                            "mmap": ("mmap",), "swap": ("swap",),
+                                            "all": LABS}
 
 # The checks that exercise a lab's mechanism in a kernel with its flag on, and why:
 #   lazy  usertests          the full run's `oom` wants a child that touches more memory
@@ -26,20 +28,26 @@ LAB_CHOICES: dict[str, tuple[str, ...]] = {"lazy": ("lazy",), "cow": ("cow",),
 #   cow   cowtests           exact share/copy/reuse counts (docs/testing.md)
 #         smolprobe-parallel the branches of --samples 4 copy fewer pages than an eager fork
 #   mmap  mmaptests          the stubbed mmap returns -1, so every one of its tests fails
+#   swap  swaptest           it boots with a swap disk (grade.py's check_swapsize); with no
+#                            free slot reclaim pages nothing out, so no test gets more than RAM
 # Everything else (smolprobe-numbers and -errors, cowtests under the lazy lab, ...) passes on
 # an eager kernel as well, so it cannot tell a starter tree from the solution.
 MECHANISM: dict[str, tuple[str, ...]] = {
     "lazy": ("usertests", "lazytests", "smolprobe-verdict"),
     "cow": ("cowtests", "smolprobe-parallel"),
     "mmap": ("mmaptests",),
+    "swap": ("swaptest",),
 }
 
 # The checks every plan runs, in grade.py's order. The opt-in checks of a plain `nexos grade`
-# join a plan only as lab checks: smolprobe-parallel where COW is on (cow lab), mmaptests in
-# every configuration (mmap lab). mmaptests is no non-lab check of the lazy and cow labs:
-# their stubs take away parts mmap uses (cowfault() copies MAP_PRIVATE file pages in every
-# configuration, userpte() faults untouched file pages in for copyin/copyout), so those
-# starter trees fail it.
+# join a plan only as lab checks: smolprobe-parallel where COW is on (cow lab), mmaptests and
+# swaptest in every configuration (mmap lab, swap lab). mmaptests is no non-lab check of the
+# lazy and cow labs: their stubs take away parts mmap uses (cowfault() copies MAP_PRIVATE file
+# pages in every configuration, userpte() faults untouched file pages in for copyin/copyout),
+# so those starter trees fail it. swaptest is none either: it wants the lazy policy's counts
+# with LAZY_ALLOC=1 (a lazy starter fails it) and sizes its fork for a COW fork. The default
+# checks boot without a swap disk, where reclaim does nothing: the swap lab's stubs are never
+# reached there, so its starter passes them.
 BASE_CHECKS: tuple[str, ...] = DEFAULT_CHECK_NAMES
 
 Plan = list[tuple[BuildConfig, list[str]]]
@@ -50,7 +58,7 @@ class LabError(ValueError):
 
 
 def labs_of(lab: str) -> tuple[str, ...]:
-    """The labs that `lab` (lazy, cow, mmap or all) stands for."""
+    """The labs that `lab` (lazy, cow, mmap, swap or all) stands for."""
     if lab not in LAB_CHOICES:
         raise LabError(f"unknown lab {lab!r} (choose from {', '.join(LAB_CHOICES)})")
     return LAB_CHOICES[lab]
@@ -58,7 +66,8 @@ def labs_of(lab: str) -> tuple[str, ...]:
 
 def flag_on(one_lab: str, cfg: BuildConfig) -> bool:
     """Whether cfg has the mechanism of one lab: LAZY_ALLOC for lazy, COW_ALLOC for cow;
-    mmap is in every configuration (LAZY_ALLOC only picks when a file page is mapped)."""
+    mmap is in every configuration (LAZY_ALLOC only picks when a file page is mapped), and
+    so is swap (its check brings the disk)."""
     if one_lab == "lazy":
         return bool(cfg.lazy)
     if one_lab == "cow":

@@ -207,8 +207,8 @@ def _git(out: Path, *args: str) -> str:
 
 
 def make_starter(src: Path, lab: str, out: Path) -> StarterTree:
-    """Write the starter tree of `lab` (lazy, cow or all) from checkout `src` into `out`,
-    which must be new or empty, as a git repository with one commit."""
+    """Write the starter tree of `lab` (lazy, cow, mmap, swap or all) from checkout `src`
+    into `out`, which must be new or empty, as a git repository with one commit."""
     try:
         labs = labs_of(lab)
     except LabError as e:
