@@ -340,7 +340,7 @@ gdb:
 
 # ---------------------------------------------------------------- grading a lab
 
-# make grade [LAB=lazy|cow|mmap|all] [TIMEOUT_SCALE=X]: build all four configurations and run the
+# make grade [LAB=lazy|cow|mmap|swap|all] [TIMEOUT_SCALE=X]: build all four configurations and run the
 # checks that grade the lab (docs/lab.md), with a JUnit report in grade.xml. TIMEOUT_SCALE (or
 # NEXOS_TIMEOUT_SCALE in the environment) stretches every time limit (docs/harness.md).
 LAB ?= all
