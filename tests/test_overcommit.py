@@ -92,8 +92,12 @@ def test_swap_pages_out_where_recompute_kills(runs) -> None:  # type: ignore[no-
         assert ps.swap_outs == ps.swap_ins == ps.dropped_file_pages == 0
         assert all(p.paged_out == p.paged_in == 0 for p in pressed.pressure)
         if cfg.lazy:
+            # every recompute is a kill; a kill may also take a worker that had already
+            # sent its answer (the OOM killer takes the largest process, and a finished
+            # worker still holds its whole KV cache until it exits): no recompute then
             kills = [ln for ln in console.splitlines() if "usertrap: " in ln]
-            assert ps.recomputed == len(kills) > 0
+            assert 0 < ps.recomputed <= len(kills)
+            assert ps.recomputed == sum(p.attempts - 1 for p in pressed.pressure)
             assert ps.recomputed_tokens >= ps.recomputed   # each fed its prompt first
         else:
             assert ps.recomputed == 0
