@@ -15,9 +15,10 @@
 // at a time choose and kill, so that two faulters never kill for the same shortage; the
 // next one first looks whether that victim's pages are enough. It is taken with
 // tryacquiresleep between ticks, so that a faulter killed while it waits (perhaps the
-// very victim) gives up at once. A candidate is sized with its vmlock taken by
-// tryacquiresleep (one busy in its own page table is passed over, never waited for) and
-// its state read under its p->lock.
+// very victim) gives up at once. A faulter waits for it without its own vmlock, so that
+// the chooser can size every waiter. A candidate is sized with its vmlock taken by
+// tryacquiresleep (one busy in its own page table is not waited for, but sized again a
+// tick later) and its state read under its p->lock.
 
 #include "kernel/types.h"
 #include "kernel/param.h"
@@ -40,21 +41,32 @@ oominit(void)
   initsleeplock(&oomlock, "oom");
 }
 
-// Contract: the pages killing q would free: its resident anonymous user pages, or 0 if q
-// is not a live user process other than init, or is already killed (its pages are on the
-// way back), or its vmlock is busy. Caller holds no spinlock.
-static uint64
-victim_pages(struct proc *q)
+// Contract: whether q is a live user process other than init, not yet killed.
+static int
+candidate(struct proc *q)
 {
-  uint64 n = 0;
-
-  if(!tryacquiresleep(&q->vmlock))
-    return 0;
   acquire(&q->lock);
   int alive = (q->state == SLEEPING || q->state == RUNNABLE || q->state == RUNNING) &&
               !q->killed && q->pid > 1 && q->pagetable != 0;
   release(&q->lock);
-  if(alive)
+  return alive;
+}
+
+// Contract: the pages killing q would free: its resident anonymous user pages, or 0 if q
+// is not a live user process other than init, or is already killed (its pages are on the
+// way back), or its vmlock is busy (then *busy is counted up). Caller holds no spinlock.
+static uint64
+victim_pages(struct proc *q, int *busy)
+{
+  uint64 n = 0;
+
+  if(!candidate(q))
+    return 0;
+  if(!tryacquiresleep(&q->vmlock)){
+    (*busy)++;
+    return 0;
+  }
+  if(candidate(q))   // again: it may have been killed or exited meanwhile
     n = uvmanonpages(q->pagetable);
   releasesleep(&q->vmlock);
   return n;
@@ -82,17 +94,26 @@ exited(struct proc *v, int pid)
 }
 
 // Contract: the live process other than p holding the most anonymous pages in RAM, if it
-// holds more than p (a tie spares the others), else 0. Caller is p, holding p->vmlock.
+// holds more than p (a tie spares the others), else 0. *busy counts the others passed
+// over because their vmlock was taken (each in the middle of its own fault, fork or
+// exit: sized again a tick later). Caller is p, holding no spinlock; p's own vmlock it
+// may hold or not.
 static struct proc *
-largest(struct proc *p)
+largest(struct proc *p, int *busy)
 {
   struct proc *victim = 0;
-  uint64 most = uvmanonpages(p->pagetable);
+  int mine = holdingsleep(&p->vmlock);
 
+  if(!mine)
+    acquiresleep(&p->vmlock);
+  uint64 most = uvmanonpages(p->pagetable);
+  if(!mine)
+    releasesleep(&p->vmlock);
+  *busy = 0;
   for(struct proc *q = proc; q < &proc[NPROC]; q++){
     if(q == p)
       continue;
-    uint64 n = victim_pages(q);
+    uint64 n = victim_pages(q, busy);
     if(n > most){
       most = n;
       victim = q;
@@ -125,7 +146,9 @@ killfor(struct proc *p, struct proc *victim)
 // OOM_ENOUGH pages back, return 1 at once. Else, if another process holds more anonymous
 // pages in RAM than p, kill the one holding the most and wait until it has exited: 1 (p
 // may try the fault again). 0 if p is the largest, or p was killed, or the victim did not
-// exit in time: p dies for memory. Caller is p, holding p->vmlock and no spinlock.
+// exit in time: p dies for memory. A candidate busy in its own page table is sized again
+// a tick later (for at most OOM_WAIT_TICKS) before p is judged the largest. Caller is p,
+// holding no spinlock, with or without its own vmlock (vmfault lets go of it).
 int
 oomkill(struct proc *p)
 {
@@ -135,10 +158,20 @@ oomkill(struct proc *p)
     sleep_tick();
   }
   int ok = 0;
-  if(!killed(p)){
-    struct proc *victim = 0;
-    ok = kfreepages() >= OOM_ENOUGH ||
-         ((victim = largest(p)) != 0 && killfor(p, victim));
+  for(int t = 0; t < OOM_WAIT_TICKS && !killed(p); t++){
+    if(kfreepages() >= OOM_ENOUGH){
+      ok = 1;
+      break;
+    }
+    int busy;
+    struct proc *victim = largest(p, &busy);
+    if(victim){
+      ok = killfor(p, victim);
+      break;
+    }
+    if(busy == 0)
+      break;
+    sleep_tick();
   }
   releasesleep(&oomlock);
   return ok;

@@ -61,12 +61,13 @@ fpu_restore(struct proc *p)
 }
 
 // Contract: print the one-line report for a user fault the kernel will not fix, and
-// mark p killed (it exits before returning to user mode).
+// mark p killed (it exits before returning to user mode). scause and stval are the
+// trap's, read on entry: vmfault may have slept since, and other traps have set the CSRs.
 static void
-user_fault(struct proc *p, uint64 scause)
+user_fault(struct proc *p, uint64 scause, uint64 stval)
 {
   printf("usertrap: pid %d (%s) killed: scause %p sepc %p stval %p\n",
-         p->pid, p->name, (void *)scause, (void *)r_sepc(), (void *)r_stval());
+         p->pid, p->name, (void *)scause, (void *)p->trapframe->epc, (void *)stval);
   setkilled(p);
 }
 
@@ -87,6 +88,7 @@ usertrap(void)
   fpu_save(p);
 
   uint64 scause = r_scause();
+  uint64 stval = r_stval();
   int which = 0;
   if(scause == SCAUSE_ECALL_U){
     if(killed(p))
@@ -98,10 +100,10 @@ usertrap(void)
     // handled
   } else if(scause == SCAUSE_INST_PAGE || scause == SCAUSE_LOAD_PAGE ||
             scause == SCAUSE_STORE_PAGE){
-    if(vmfault(p, r_stval(), scause == SCAUSE_STORE_PAGE) < 0 && !killed(p))
-      user_fault(p, scause);   // (a p the OOM killer chose meanwhile has its line)
+    if(vmfault(p, stval, scause == SCAUSE_STORE_PAGE) < 0 && !killed(p))
+      user_fault(p, scause, stval);   // (a p the OOM killer chose meanwhile has its line)
   } else {
-    user_fault(p, scause);
+    user_fault(p, scause, stval);
   }
 
   if(killed(p))

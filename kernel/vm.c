@@ -684,8 +684,17 @@ vmfault(struct proc *p, uint64 va, int is_store)
         reclaim(RECLAIM_BATCH) > 0)
     p->nomem = 0;
   // Out of memory, swap included: the largest process dies instead of p if p is not it
-  // (each round frees pages or kills one more process: NPROC rounds at most).
-  for(int round = 0; r != 0 && p->nomem && round < NPROC && oomkill(p); round++){
+  // (each round frees pages or kills one more process: NPROC rounds at most). p lets go
+  // of its vmlock while it waits there, so that the killer can size p (oom.c), and so
+  // that many faulters waiting at once stay candidates for each other.
+  for(int round = 0; r != 0 && p->nomem && round < NPROC; round++){
+    if(!mine)
+      releasesleep(&p->vmlock);
+    int retry = oomkill(p);
+    if(!mine)
+      acquiresleep(&p->vmlock);
+    if(!retry)
+      break;
     p->nomem = 0;
     r = resolve(p, va, is_store, 1);
   }

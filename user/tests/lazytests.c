@@ -643,6 +643,101 @@ static void lazyoom(void)
         tl_free(&m1));
 }
 
+// One hog of oomcrowd: touch n fresh heap pages (each one stamped), say so on done and
+// close it, wait until go is closed, then check the stamps: exit 0, or 3 for a stamp lost. Killed for
+// memory on the way, it exits -1. LAZY_ALLOC=0: an sbrk that does not fit fails; exit 0.
+static void hog(uint64 n, int done, int go)
+{
+  char c;
+  char *q = sbrk((int)(n * PGSIZE));
+  if (q == (char *)-1)
+    exit(0);
+  for (uint64 i = 0; i < n; i++)
+    q[i * PGSIZE] = (char)(i + 1);
+  write(done, "d", 1);
+  close(done);   // oomcrowd reads done to its end
+  read(go, &c, 1);
+  for (uint64 i = 0; i < n; i++)
+    if (q[i * PGSIZE] != (char)(i + 1))
+      exit(3);
+  exit(0);
+}
+
+#define CROWD 6          // hogs faulting at once
+#define SMALL_PAGES 256  // the heap pages the small process grows by under that pressure
+#define LOW_PAGES 16     // "memory is gone": fewer free pages than this
+
+// Out of memory with a crowd: CROWD processes each touch a third of the free RAM, at once,
+// so that several fault with no page left at the same moment, while this small process
+// grows its own heap by SMALL_PAGES pages as soon as memory is gone. The OOM killer
+// (docs/memory.md, "Out of memory") must take hogs, the largest, and never this process,
+// however many hogs are waiting in it; a hog either keeps every stamp or is killed, and
+// every page comes back. With a swap disk (4x RAM in the tests) the twice-RAM crowd fits:
+// pages go out and come back, and nobody is killed. LAZY_ALLOC=0 without swap: sbrk
+// refuses what does not fit; nobody is killed either.
+static void oomcrowd(void)
+{
+  struct memstat m0, m;
+  int pids[CROWD], done[2], go[2], st, killed = 0, finished = 0;
+  char c;
+  snap2(&m0);
+  uint64 each = m0.free_pages / 3;
+  CHECK(pipe(done) == 0 && pipe(go) == 0, "pipe");
+  for (int k = 0; k < CROWD; k++) {
+    pids[k] = fork();
+    CHECK(pids[k] >= 0, "fork");
+    if (pids[k] == 0) {
+      // Without a write end of go, a hog's read ends (0) if this process dies first.
+      close(go[1]);
+      close(done[0]);
+      hog(each, done[1], go[0]);
+    }
+  }
+  close(done[1]);
+  close(go[0]);
+  // Touch each page when the hogs have used up memory, so that its fault finds none: wait
+  // for that a tick at a time, up to 10 s the first time, then up to 0.2 s a page; a wait
+  // in vain means the killing is over (memory stays free), and the rest go at once.
+  char *p = sbrk(SMALL_PAGES * PGSIZE);
+  CHECK(p != (char *)-1, "sbrk of %d pages", SMALL_PAGES);
+  int patience = m0.lazy_alloc && m0.swap_slots == 0 ? 1000 : 0;
+  for (int i = 0; i < SMALL_PAGES; i++) {
+    int t = 0;
+    for (; t < patience; t++) {
+      snap(&m);
+      if (m.free_pages < LOW_PAGES)
+        break;
+      pause(1);
+    }
+    patience = t == patience ? 0 : 20;
+    p[i * PGSIZE] = (char)(i + 1);
+  }
+  for (int i = 0; i < SMALL_PAGES; i++)
+    CHECK(p[i * PGSIZE] == (char)(i + 1), "the small process's page %d lost its stamp", i);
+  // Every hog still alive has touched all its pages (a killed one closed its end of done).
+  while (read(done[0], &c, 1) == 1)
+    ;
+  close(go[1]);
+  for (int k = 0; k < CROWD; k++) {
+    st = -99;
+    CHECK(wait(&st) > 0, "wait");
+    CHECK(st == 0 || st == -1, "a hog exited with %d (3: its memory changed)", st);
+    if (st == -1)
+      killed++;
+    else
+      finished++;
+  }
+  close(done[0]);
+  // Lazy, every hog's sbrk fits, and together they ask for twice the RAM: without swap
+  // some must die, and some fit once they have; swap has room for them all.
+  if (m0.swap_slots > 2 * m0.free_pages)
+    CHECK(killed == 0, "%d hogs killed with room in swap", killed);
+  else if (m0.lazy_alloc)
+    CHECK(killed > 0 && finished > 0, "%d hogs killed, %d finished", killed, finished);
+  sbrk(-SMALL_PAGES * PGSIZE);
+  kernel_alive();
+}
+
 // fork copies (or shares) only what is mapped: the child has the parent's mapped-page count,
 // sees the parent's data, and finds untouched pages zero.
 static void forkholes(void)
@@ -688,6 +783,7 @@ static const struct test tests[] = {
   { "execempty", execempty, 1 },
   { "shrinkbelow", shrinkbelow, 1 },
   { "lazyoom", lazyoom, 1 },
+  { "oomcrowd", oomcrowd, 1 },
   { 0, 0, 0 },
 };
 
