@@ -283,8 +283,9 @@ def test_readme_nexos_serve_swap_line(build_kernel):
         n = want[label]
         assert cells[0] == cells[4] == f"{n}/{n}", r.stdout
         assert cells[5] == "0" and int(cells[6]) > 0 and int(cells[7]) > 0, r.stdout
-    for label in ("medium", "long"):  # their requests outgrow memory: kills without swap
-        assert int(rows[label][1]) > 0 and int(rows[label][2]) > 0, r.stdout
+        # every workload outgrows memory (the short one too: its answers keep it resident
+        # long enough to overlap the others): kills and recomputes without swap
+        assert int(cells[1]) > 0 and int(cells[2]) > 0, r.stdout
 
 
 def test_readme_nexos_chat_line(build_kernel):

@@ -83,7 +83,7 @@ def test_no_workload_is_the_three_pressure_workloads() -> None:
     got = pressure_workloads(None)
     assert [label for label, _ in got] == ["short", "medium", "long"]
     for (label, args), (_, n, max_len) in zip(got, PRESSURE_WORKLOADS, strict=True):
-        assert args == ["--requests", str(n), "--max-len", str(max_len), "--long-len", "1",
+        assert args == ["--requests", str(n), "--max-len", str(max_len),
                         *PRESSURE_FLAGS], label
 
 
@@ -102,8 +102,7 @@ def test_swap_with_no_workload_boots_each_workload_without_and_with_swap(boots) 
         ("lazy1-cow1-mem256", 256, swap) for _ in PRESSURE_WORKLOADS for swap in (0, 512)]
     commands = [typed[-1] for _, typed in boots]
     for i, (_, n, max_len) in enumerate(PRESSURE_WORKLOADS):
-        want = (f"smolserve --requests {n} --max-len {max_len} --long-len 1 "
-                "--overcommit 1 --test-fill 1")
+        want = f"smolserve --requests {n} --max-len {max_len} --overcommit 1 --test-fill 1"
         assert commands[2 * i] == commands[2 * i + 1] == want
 
 

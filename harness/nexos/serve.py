@@ -323,16 +323,19 @@ def run_serves(open_shell: OpenShell, configs: Sequence[tuple[int, int]], cpus: 
 PRESSURE_WORKLOADS = (("short", 48, 256), ("medium", 12, 1024), ("long", 6, 2048))
 PRESSURE_MEMSIZE = 256
 # Admit past what fits, and make every first attempt fill its reservation once its prompt is
-# fed, as a long answer would: without it one-token answers never meet the memory they ask.
+# fed, as a long answer would: without it answers of a few tokens never meet the memory they
+# ask. The answers keep smolserve's default length (1..16 tokens), so that a filled short
+# request lives long enough to overlap the others: with one-token answers the 48 short ones
+# fill and finish one after another and meet no pressure at all.
 PRESSURE_FLAGS = ("--overcommit", "1", "--test-fill", "1")
 
 
 def pressure_workloads(load: ServeWorkload | None) -> list[tuple[str, list[str]]]:
     """(label, smolserve args) of each workload --swap compares: `load` with
-    PRESSURE_FLAGS, or with None the three PRESSURE_WORKLOADS (one-token answers)."""
+    PRESSURE_FLAGS, or with None the three PRESSURE_WORKLOADS."""
     if load is not None:
         return [("given", [*load.args, *PRESSURE_FLAGS])]
-    return [(label, ["--requests", str(n), "--max-len", str(max_len), "--long-len", "1",
+    return [(label, ["--requests", str(n), "--max-len", str(max_len),
                      *PRESSURE_FLAGS])
             for label, n, max_len in PRESSURE_WORKLOADS]
 
