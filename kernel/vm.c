@@ -663,7 +663,8 @@ resolve(struct proc *p, uint64 va, int is_store, int can_sleep)
 // pages are below the low watermark, and when a page cannot be had, reclaims and tries
 // again while reclaim frees something; when nothing more can be reclaimed (no swap, or
 // swap full too), the OOM killer (oom.c) kills the largest process if that is not p, and
-// p tries again once it has exited. So p dies for memory only as the largest.
+// p, which waits for that without its vmlock, tries again once it has exited. So p dies
+// for memory only as the largest.
 int
 vmfault(struct proc *p, uint64 va, int is_store)
 {
