@@ -1,7 +1,8 @@
 """lazytests' edge cases of copyin/copyout/copyinstr, pipes, exec and sbrk on heap pages
 nobody touched (docs/testing.md, "lazytests"), one by name, in all four configurations,
 without and with swap: each passes, frees what it used, and only `shrinkbelow` provokes
-faults (its two stores above the new break, which must kill)."""
+faults (its two stores above the new break, which must kill). Then `oomcrowd`: the OOM
+killer takes hogs, never the small process, when a crowd faults out of memory at once."""
 
 from __future__ import annotations
 
@@ -33,3 +34,12 @@ def test_lazytests_edge_cases(build_kernel, repo, lazy, cow, swapsize):
             assert "test leakcheck: OK" in lines, r.output
             assert lines[-1] == "ALL TESTS PASSED", r.output
             assert len(r.usertraps) == traps, r.output
+        # oomcrowd runs only by name (it fills RAM twice): a crowd out of memory at once
+        r = s.run("lazytests oomcrowd", timeout=600)
+        lines = [ln.strip() for ln in r.output.splitlines() if ln.strip()]
+        assert find_panic(r.output) is None, r.output
+        assert "test oomcrowd: OK" in lines and lines[-1] == "ALL TESTS PASSED", r.output
+        if lazy and not swapsize:
+            assert r.usertraps, r.output   # some hogs must die (the test saw which)
+        elif swapsize:
+            assert not r.usertraps, r.output   # swap has room for the whole crowd

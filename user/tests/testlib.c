@@ -224,7 +224,9 @@ run_tests(const struct test *tests, int argc, char **argv, int leakcheck_each)
   for (const struct test *t = tests; t->name; t++) {
     if (only && strcmp(only, t->name) != 0)
       continue;
-    if (quick && !t->quick)
+    if (quick && t->quick != 1)
+      continue;
+    if (!only && t->quick == NAMED_ONLY)
       continue;
     nrun++;
     if (!tl_run_one(t, leakcheck_each))
