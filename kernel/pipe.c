@@ -197,7 +197,7 @@ pipewrite(struct pipe *p, uint64 addr, int n)
 // the caller was killed while waiting or nothing could be copied out. Bytes that were
 // not copied stay queued: a chunk is consumed only after its copyout succeeded, and
 // only if no other reader consumed it meanwhile (else it is copied again from the new
-// nread).
+// nread, or, if that reader took everything, waited for again).
 int
 piperead(struct pipe *p, uint64 addr, int n)
 {
@@ -206,14 +206,20 @@ piperead(struct pipe *p, uint64 addr, int n)
   int i = 0;
 
   acquire(&p->lock);
-  while(p->nread == p->nwrite && p->writeopen){
-    if(killed(pr)){
-      release(&p->lock);
-      return -1;
+  while(i < n){
+    if(p->nread == p->nwrite){
+      // Empty. Having read something, or at end of file, we return; else we wait. A
+      // reader whose chunk another reader took (below) comes back here with i == 0 and
+      // waits again: 0 means end of file, never "somebody else was faster".
+      if(i > 0 || !p->writeopen)
+        break;
+      if(killed(pr)){
+        release(&p->lock);
+        return -1;
+      }
+      sleep(&p->nread, &p->lock);
+      continue;
     }
-    sleep(&p->nread, &p->lock);
-  }
-  while(i < n && p->nread != p->nwrite){
     uint64 queued = p->nwrite - p->nread;
     uint64 want = (uint64)(n - i) < PIPECHUNK ? (uint64)(n - i) : PIPECHUNK;
     uint64 m = queued < want ? queued : want;
@@ -228,7 +234,7 @@ piperead(struct pipe *p, uint64 addr, int n)
       break;
     }
     if(p->nread != start)
-      continue;
+      continue;                          // another reader took them: copy from nread
     p->nread += m;
     i += m;
   }

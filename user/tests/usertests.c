@@ -313,6 +313,56 @@ static void pipe_transfer(int n)
 }
 
 static void pipesmall(void) { pipe_transfer(100000); }
+
+// Several readers on one pipe, as smolprobe's branches wait on their "go" pipe: the
+// parent hands out one byte at a time and each taker acks it. A read that returns 0
+// while the write end is open (a reader that lost the race for a byte to another one
+// and called it end of file) leaves a reader gone and a stop byte nobody takes. Each
+// read goes to a fresh heap page, so that with LAZY_ALLOC its copyout faults and the
+// race window is wide.
+#define READERS 4
+#define STOP 0xff
+static void pipereaders(void)
+{
+  int go[2], ack[2], st;
+  unsigned char b, got;
+  CHECK(pipe(go) == 0 && pipe(ack) == 0, "pipe failed");
+  for (int k = 0; k < READERS; k++) {
+    int pid = fork();
+    CHECK(pid >= 0, "fork failed");
+    if (pid == 0) {
+      close(go[1]);
+      close(ack[0]);
+      for (;;) {
+        unsigned char *page = (unsigned char *)sbrk(PGSIZE);
+        int r = read(go[0], page, 1);
+        b = *page;
+        sbrk(-PGSIZE);
+        if (r != 1)
+          exit(2);                     // no byte while the parent still writes
+        if (write(ack[1], &b, 1) != 1)
+          exit(3);
+        if (b == STOP)
+          exit(0);
+      }
+    }
+  }
+  close(go[0]);
+  close(ack[1]);
+  for (int i = 0; i < 2000 + READERS; i++) {
+    b = i < 2000 ? i % 200 : STOP;
+    CHECK(write(go[1], &b, 1) == 1, "write of byte %d failed: every reader is gone", i);
+    CHECK(read(ack[0], &got, 1) == 1, "byte %d: no reader left to take it (one read 0 "
+          "from an open pipe)", i);
+    CHECK(got == b, "byte %d: acked %d for %d", i, got, b);
+  }
+  close(go[1]);
+  close(ack[0]);
+  for (int k = 0; k < READERS; k++) {
+    CHECK(wait(&st) > 0, "wait failed");
+    CHECK(st == 0, "a reader exited with status %d (2: read gave no byte)", st);
+  }
+}
 static void pipebig(void) { pipe_transfer(4 << 20); }
 
 // ---------------------------------------------------------------- files
@@ -731,6 +781,7 @@ static const struct test tests[] = {
   { "concurrent", concurrent, 1 },
   { "pipeends", pipeends, 1 },
   { "pipesmall", pipesmall, 1 },
+  { "pipereaders", pipereaders, 1 },
   { "filebasic", filebasic, 1 },
   { "truncate", truncate, 1 },
   { "dirs", dirs, 1 },
