@@ -182,7 +182,9 @@ def test_page_accounting(host_bin, ckpts, name, prompt, gen, seq):
     assert len(trace) == len(prompt) + gen
     assert trace[-1].endswith(f"pos={len(prompt) + gen - 1} kv_mapped_pages={touched}")
     timing = run.kv("[smolprobe] timing")
-    assert set(timing) == {"load_ms", "decode_ms", "tokens_per_s", "first_token_ms"}
+    assert set(timing) == {"load_ms", "decode_ms", "tokens_per_s", "first_token_ms", "prefill_ms",
+                           "prefill_tokens_per_s", "decode_tokens_per_s", "harts"}
+    assert timing["harts"] == "1"
 
 
 def test_output_order_and_default_seq_len(host_bin, ckpts):

@@ -282,3 +282,46 @@ def test_corrupt_version_2_files_never_crash(host_bin, qckpts, tmp_path):
         p = run(host_bin, "--model", str(path), "--prompt-tokens", "1,2", "--gen-len", "3")
         assert p.returncode in (0, 1), (i, p.returncode, p.stderr)
         assert p.returncode == 0 or p.stderr.startswith("[smolprobe] error: "), p.stderr
+
+
+# ---------------------------------------------------------------- prefill in blocks
+
+def fed_three_ways(binary: Path, model: Path, args: list[str]) -> dict[int, tuple[str, ...]]:
+    """For --prefill-block 1 (one position at a time), 2, 5 and 16 (the default): the
+    generated tokens, the final logits and the hash of every K/V row written."""
+    out = {}
+    for block in (1, 2, 5, 16):
+        p = run(binary, "--model", str(model), *args, "--prefill-block", str(block),
+                "--print-tokens", "--print-logits", "--test-kv-hash")
+        assert p.returncode == 0, p.stderr
+        out[block] = (line(p, "[smolprobe] tokens="), line(p, "[smolprobe] logits="),
+                      line(p, "[smolprobe] test_kv_hash "))
+    return out
+
+
+@pytest.mark.parametrize("name", ["q41", "mixed", "gguf"])
+def test_blocked_prefill_equals_one_position_at_a_time(host_bin, qckpts, name):
+    prompt = ",".join(str((3 + 7 * i) % 90) for i in range(23))  # blocks of 16 + 7, 5 + 3 ...
+    runs = fed_three_ways(host_bin, qckpts[name], ["--prompt-tokens", prompt, "--gen-len", "4"])
+    assert len(set(runs.values())) == 1, runs
+
+
+@needs_smollm2
+def test_blocked_prefill_of_the_real_model_is_bit_for_bit(host_bin, smollm2_checkpoint):
+    runs = fed_three_ways(host_bin, smollm2_checkpoint,
+                          ["--chat", "What is the capital of France?"])
+    assert len(set(runs.values())) == 1, runs
+    # the perplexity's logits come from the block for every position
+    ppl = {b: line(run(host_bin, "--model", str(smollm2_checkpoint), "--perplexity",
+                       "The capital of France is Paris, and its river is the Seine.",
+                       "--prefill-block", str(b)), "[smolprobe] perplexity ")
+           for b in (1, 5, 16)}
+    assert len(set(ppl.values())) == 1, ppl
+
+
+def test_prefill_block_errors(host_bin, qckpts):
+    for bad in ("0", "-1", "65", "x"):
+        p = run(host_bin, "--model", str(qckpts["q41"]), "--prompt-tokens", "1,2",
+                "--gen-len", "1", "--prefill-block", bad)
+        assert p.returncode == 1 and p.stderr.startswith("[smolprobe] error: --prefill-block")
+        assert len(p.stderr.splitlines()) == 1, p.stderr

@@ -43,7 +43,8 @@ PAGE = 4096
 # the values that measure time, not memory: the only ones a rerun may change
 TIMING_KEYS = ("load_ms", "decode_ms", "tokens_per_s", "peak_int8_macs_per_s",
                "matvec_int8_macs_per_s", "ratio", "peak_plain", "peak_packed", "w_gate",
-               "classifier", "matvec_q4_1_macs_per_s", "first_token_ms")
+               "classifier", "matvec_q4_1_macs_per_s", "first_token_ms", "prefill_ms",
+               "prefill_tokens_per_s", "decode_tokens_per_s")
 TIMING_RE = re.compile(r"\b(" + "|".join(TIMING_KEYS) + r")=[^\s,]+")
 
 

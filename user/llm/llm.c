@@ -726,11 +726,11 @@ abs_max(const float *x, int n)
 // (scale max|x|/127, q = round(x/scale) clamped to +-127), each group's q summed, the q's
 // packed in pairs for word_lanes.
 static void
-prepare_int8(struct state *s, int gs, const float *x, int n)
+prepare_int8(struct prepared *in, int gs, const float *x, int n)
 {
   for(int g = 0; g < n / gs; g++){
     const float *xg = x + g * gs;
-    signed char *qg = s->xq + g * gs;
+    signed char *qg = in->xq + g * gs;
     float scale = abs_max(xg, gs) / 127.0f;
     int sum = 0;
     for(int i = 0; i < gs; i++){
@@ -742,14 +742,14 @@ prepare_int8(struct state *s, int gs, const float *x, int n)
       qg[i] = (signed char)q;
       sum += q;
     }
-    s->xs[g] = scale;
-    s->xsum[g] = sum;
+    in->xs[g] = scale;
+    in->xsum[g] = sum;
   }
   // Pair k of each 8 values (k = 0..3) packs x[k+4] in the low half, x[k] in the high.
   for(int j = 0; j < n / 8; j++){
-    const signed char *x8 = s->xq + 8 * j;
+    const signed char *x8 = in->xq + 8 * j;
     for(int k = 0; k < 4; k++)
-      s->xp[4 * j + k] = (uint64)(long)x8[k + 4] + ((uint64)(long)x8[k] << 32);
+      in->xp[4 * j + k] = (uint64)(long)x8[k + 4] + ((uint64)(long)x8[k] << 32);
   }
 }
 
@@ -766,7 +766,7 @@ pack_pair(int lo, int hi)
 // order, see matvec_q4_1), and the block scales s_b as fixed-point integers X[b] with one
 // exponent ex = min(14 - max floor(log2 s_b), 64).
 static void
-prepare_q(struct state *s, const float *x, int n)
+prepare_q(struct prepared *in, const float *x, int n)
 {
   int k = NO_SCALE;
   for(int b = 0; b < n / QK; b++){
@@ -784,14 +784,14 @@ prepare_q(struct state *s, const float *x, int n)
       q[i] = (signed char)t;
       sum += t;
     }
-    s->qsum[b] = sum;
-    s->qX[b] = (int)v.u;                       // the scale's bits, for the loop below
+    in->qsum[b] = sum;
+    in->qX[b] = (int)v.u;                       // the scale's bits, for the loop below
     uint64 mant;
     int p;
     f32_parts(v.u, &mant, &p);
     if(mant && log2_floor(mant) + p > k)
       k = log2_floor(mant) + p;
-    uint64 *p8 = s->qxp + b * 16, *p4 = s->qxp4 + b * 16;
+    uint64 *p8 = in->qxp + b * 16, *p4 = in->qxp4 + b * 16;
     for(int j = 0; j < 4; j++)
       for(int i = 0; i < 4; i++)
         p8[4 * j + i] = pack_pair(q[8 * j + i + 4], q[8 * j + i]);
@@ -802,23 +802,30 @@ prepare_q(struct state *s, const float *x, int n)
       }
   }
   int ex = k == NO_SCALE ? 0 : FIX_TOP - k;
-  s->qex = ex < MAX_X_SHIFT ? ex : MAX_X_SHIFT;
+  in->qex = ex < MAX_X_SHIFT ? ex : MAX_X_SHIFT;
   for(int b = 0; b < n / QK; b++){
     uint64 mant;
     int p;
-    f32_parts((uint32)s->qX[b], &mant, &p);
-    s->qX[b] = (int)shift_round(mant, p + s->qex);
+    f32_parts((uint32)in->qX[b], &mant, &p);
+    in->qX[b] = (int)shift_round(mant, p + in->qex);
   }
+}
+
+// The input x[0..n) prepared into in for what the model's weight types need.
+static void
+prepare(struct prepared *in, const struct config *c, const float *x, int n)
+{
+  in->xf = x;
+  if(c->has[WEIGHT_INT8])
+    prepare_int8(in, c->group_size, x, n);
+  if(c->has[WEIGHT_Q8_0] || c->has[WEIGHT_Q4_1])
+    prepare_q(in, x, n);
 }
 
 void
 prepare_input(struct state *s, const struct config *c, const float *x, int n)
 {
-  s->xf = x;
-  if(c->has[WEIGHT_INT8])
-    prepare_int8(s, c->group_size, x, n);
-  if(c->has[WEIGHT_Q8_0] || c->has[WEIGHT_Q4_1])
-    prepare_q(s, x, n);
+  prepare(&s->in, c, x, n);
 }
 
 // out[r] = W[r] . x for a float32 matrix (4 partial sums; order differs from numpy's BLAS
@@ -861,7 +868,7 @@ group_dot_plain(const uchar *q, const signed char *x, int n)
 // under TCG); the odd last row, or every row when the weights are not 8-aligned, takes
 // the plain loop: the same integers.
 static void LLM_HOT
-matvec_int8(const struct matrix *m, const struct state *s, int gs, float *out)
+matvec_int8(const struct matrix *m, const struct prepared *in, int gs, float *out)
 {
   int cols = m->cols, ng = cols / gs, words = gs / 8;
   int fast = gs % 8 == 0 && gs <= 4096 && ((uint64)m->q & 7) == 0 && cols % 8 == 0;
@@ -870,7 +877,7 @@ matvec_int8(const struct matrix *m, const struct state *s, int gs, float *out)
     for(; r + 2 <= m->rows; r += 2){
       const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * cols), *w1 = w0 + cols / 8;
       const float *s0 = m->s + (uint64)r * ng, *s1 = s0 + ng;
-      const uint64 *xp = s->xp;
+      const uint64 *xp = in->xp;
       float acc0 = 0.0f, acc1 = 0.0f;
       for(int g = 0; g < ng; g++){
         uint64 t0 = 0, t1 = 0;
@@ -880,9 +887,9 @@ matvec_int8(const struct matrix *m, const struct state *s, int gs, float *out)
         }
         w0 += words;
         w1 += words;
-        float sx = s->xs[g];
-        acc0 += (float)unpack_lanes(t0, s->xsum[g]) * (s0[g] * sx);
-        acc1 += (float)unpack_lanes(t1, s->xsum[g]) * (s1[g] * sx);
+        float sx = in->xs[g];
+        acc0 += (float)unpack_lanes(t0, in->xsum[g]) * (s0[g] * sx);
+        acc1 += (float)unpack_lanes(t1, in->xsum[g]) * (s1[g] * sx);
       }
       out[r] = acc0;
       out[r + 1] = acc1;
@@ -893,8 +900,8 @@ matvec_int8(const struct matrix *m, const struct state *s, int gs, float *out)
     const float *sr = m->s + (uint64)r * ng;
     float acc = 0.0f;
     for(int g = 0; g < ng; g++){
-      int isum = group_dot_plain(q + g * gs, s->xq + g * gs, gs);
-      acc += (float)isum * (sr[g] * s->xs[g]);
+      int isum = group_dot_plain(q + g * gs, in->xq + g * gs, gs);
+      acc += (float)isum * (sr[g] * in->xs[g]);
     }
     out[r] = acc;
   }
@@ -939,16 +946,16 @@ q8_0_block2(const uint64 *w0, const uint64 *w1, const uint64 *xp, int xsum, int 
 // scheduling before register allocation: it hoists every load of a block and spills
 // (under TCG a spilled register is a memory access; measured 2x slower).
 static void LLM_HOT __attribute__((optimize("no-schedule-insns")))
-matvec_q8_0(const struct matrix *m, const struct state *s, float *out)
+matvec_q8_0(const struct matrix *m, const struct prepared *in, float *out)
 {
   int nb = m->cols / QK, r = 0;
-  const int *X = s->qX, *sx = s->qsum;
+  const int *X = in->qX, *sx = in->qsum;
   for(; r < m->rows; r += 2){
     int r1 = r + 1 < m->rows ? r + 1 : r;       // an odd last row pairs with itself
     const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * m->cols);
     const uint64 *w1 = (const uint64 *)(m->q + (uint64)r1 * m->cols);
     const short *d0 = m->dm + (uint64)r * nb, *d1 = m->dm + (uint64)r1 * nb;
-    const uint64 *xp = s->qxp;
+    const uint64 *xp = in->qxp;
     long acc0 = 0, acc1 = 0;
     for(int b = 0; b < nb; b++, w0 += 4, w1 += 4, xp += 16){
       int i0, i1;
@@ -956,8 +963,8 @@ matvec_q8_0(const struct matrix *m, const struct state *s, float *out)
       acc0 += X[b] * ((long)d0[b] * i0);
       acc1 += X[b] * ((long)d1[b] * i1);
     }
-    out[r] = fixed_to_float(acc0, s->qex + m->ew[r]);
-    out[r1] = fixed_to_float(acc1, s->qex + m->ew[r1]);
+    out[r] = fixed_to_float(acc0, in->qex + m->ew[r]);
+    out[r1] = fixed_to_float(acc1, in->qex + m->ew[r1]);
   }
 }
 
@@ -995,16 +1002,16 @@ q4_1_block2(const uint64 *w0, const uint64 *w1, const uint64 *xp, int *isum0, in
 // acc += X[b] * (D[r][b] * isum + M[r][b] * sx[b]), one float conversion per row.
 // Two rows share the input loads; no early instruction scheduling (see matvec_q8_0).
 static void LLM_HOT __attribute__((optimize("no-schedule-insns")))
-matvec_q4_1(const struct matrix *m, const struct state *s, float *out)
+matvec_q4_1(const struct matrix *m, const struct prepared *in, float *out)
 {
   int nb = m->cols / QK, r = 0;
-  const int *X = s->qX, *sx = s->qsum;
+  const int *X = in->qX, *sx = in->qsum;
   for(; r < m->rows; r += 2){
     int r1 = r + 1 < m->rows ? r + 1 : r;       // an odd last row pairs with itself
     const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * m->cols / 2);
     const uint64 *w1 = (const uint64 *)(m->q + (uint64)r1 * m->cols / 2);
     const short *dm0 = m->dm + 2UL * r * nb, *dm1 = m->dm + 2UL * r1 * nb;
-    const uint64 *xp = s->qxp4;
+    const uint64 *xp = in->qxp4;
     long acc0 = 0, acc1 = 0;
     for(int b = 0; b < nb; b++, w0 += 2, w1 += 2, xp += 16, dm0 += 2, dm1 += 2){
       int i0, i1;
@@ -1012,22 +1019,126 @@ matvec_q4_1(const struct matrix *m, const struct state *s, float *out)
       acc0 += X[b] * ((long)dm0[0] * i0 + (long)dm0[1] * sx[b]);
       acc1 += X[b] * ((long)dm1[0] * i1 + (long)dm1[1] * sx[b]);
     }
-    out[r] = fixed_to_float(acc0, s->qex + m->ew[r]);
-    out[r1] = fixed_to_float(acc1, s->qex + m->ew[r1]);
+    out[r] = fixed_to_float(acc0, in->qex + m->ew[r]);
+    out[r1] = fixed_to_float(acc1, in->qex + m->ew[r1]);
   }
+}
+
+// out = W x for the input prepared in in.
+static void
+matvec_in(const struct model *mo, const struct matrix *m, const struct prepared *in, float *out)
+{
+  if(m->type == WEIGHT_INT8)
+    matvec_int8(m, in, mo->c.group_size, out);
+  else if(m->type == WEIGHT_Q8_0)
+    matvec_q8_0(m, in, out);
+  else if(m->type == WEIGHT_Q4_1)
+    matvec_q4_1(m, in, out);
+  else
+    matvec_f32(m, in->xf, out);
 }
 
 void
 matvec(const struct model *mo, const struct matrix *m, const struct state *s, float *out)
 {
-  if(m->type == WEIGHT_INT8)
-    matvec_int8(m, s, mo->c.group_size, out);
-  else if(m->type == WEIGHT_Q8_0)
-    matvec_q8_0(m, s, out);
-  else if(m->type == WEIGHT_Q4_1)
-    matvec_q4_1(m, s, out);
-  else
-    matvec_f32(m, s->xf, out);
+  matvec_in(mo, m, &s->in, out);
+}
+
+// ---------------------------------------------------------------- blocks of positions
+
+// Two positions' Q4_1 inputs interleaved for matmul2_q4_1, so that one pointer reaches
+// both: packed pair j of block b of position k at x2[(16b + j) * 2 + k], its block sum and
+// fixed-point scale at s2[2b + k] and X2[2b + k].
+static void
+interleave2(struct block *bk, const struct prepared *in, int nb)
+{
+  for(int b = 0; b < nb; b++)
+    for(int k = 0; k < 2; k++){
+      for(int j = 0; j < 16; j++)
+        bk->x2[(16 * b + j) * 2 + k] = in[k].qxp4[16 * b + j];
+      bk->s2[2 * b + k] = in[k].qsum[b];
+      bk->X2[2 * b + k] = in[k].qX[b];
+    }
+}
+
+// q4_1_block2 for two positions: each weight word is loaded and each nibble pair masked
+// once for both positions (x2, interleaved). i[2r + k]: row r against position k, the
+// same integers as q4_1_block2's.
+static inline __attribute__((always_inline)) void
+q4_1_block2x2(const uint64 *w0, const uint64 *w1, const uint64 *x2, int *i)
+{
+  uint64 t00 = 0, t01 = 0, t10 = 0, t11 = 0;
+#pragma GCC unroll 2
+  for(int w = 0; w < 2; w++){
+    uint64 a0 = w0[w], a1 = w1[w];
+#pragma GCC unroll 8
+    for(int k = 0; k < 8; k++, a0 >>= 4, a1 >>= 4){
+      uint64 xa = x2[2 * (8 * w + k)], xb = x2[2 * (8 * w + k) + 1];
+      uint64 u0 = a0 & NIBBLES, u1 = a1 & NIBBLES;
+      t00 += u0 * xa;
+      t10 += u1 * xa;
+      t01 += u0 * xb;
+      t11 += u1 * xb;
+      // Keep the shifts in order: otherwise GCC derives every nibble pair from the
+      // loaded words up front and spills them (a memory access each under TCG).
+      asm("" : "+r"(a0), "+r"(a1));
+    }
+  }
+  i[0] = high_lane(t00);
+  i[1] = high_lane(t01);
+  i[2] = high_lane(t10);
+  i[3] = high_lane(t11);
+}
+
+// matvec_q4_1 for the two positions interleaved in bk (interleave2; their exponents
+// ex[k]): row r of position k to out[k * stride + r]. Integer sums are exact, so the
+// result is matvec_q4_1's per position, bit for bit.
+static void LLM_HOT __attribute__((optimize("no-schedule-insns")))
+matmul2_q4_1(const struct matrix *m, const struct block *bk, const int *ex, float *out,
+             int stride)
+{
+  int nb = m->cols / QK;
+  for(int r = 0; r < m->rows; r += 2){
+    int r1 = r + 1 < m->rows ? r + 1 : r;       // an odd last row pairs with itself
+    const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * m->cols / 2);
+    const uint64 *w1 = (const uint64 *)(m->q + (uint64)r1 * m->cols / 2);
+    const short *dm0 = m->dm + 2UL * r * nb, *dm1 = m->dm + 2UL * r1 * nb;
+    const uint64 *x2 = bk->x2;
+    const int *X = bk->X2, *sx = bk->s2;
+    long a00 = 0, a01 = 0, a10 = 0, a11 = 0;
+    for(int b = 0; b < nb; b++, w0 += 2, w1 += 2, x2 += 32, dm0 += 2, dm1 += 2, X += 2,
+        sx += 2){
+      int i[4];
+      q4_1_block2x2(w0, w1, x2, i);
+      a00 += X[0] * ((long)dm0[0] * i[0] + (long)dm0[1] * sx[0]);
+      a01 += X[1] * ((long)dm0[0] * i[1] + (long)dm0[1] * sx[1]);
+      a10 += X[0] * ((long)dm1[0] * i[2] + (long)dm1[1] * sx[0]);
+      a11 += X[1] * ((long)dm1[0] * i[3] + (long)dm1[1] * sx[1]);
+    }
+    out[r] = fixed_to_float(a00, ex[0] + m->ew[r]);
+    out[stride + r] = fixed_to_float(a01, ex[1] + m->ew[r]);
+    out[r1] = fixed_to_float(a10, ex[0] + m->ew[r1]);
+    out[stride + r1] = fixed_to_float(a11, ex[1] + m->ew[r1]);
+  }
+}
+
+// out[k * stride ...] = W x_k for the n positions prepared in bk->in[0..n): a Q4_1 matrix
+// four positions at a time, any other (and the last n % 4) one at a time with matvec's
+// kernels. The numbers are matvec's per position.
+static void
+matmul(const struct model *mo, const struct matrix *m, struct block *bk, int n, float *out,
+       int stride)
+{
+  int k = 0;
+  if(m->type == WEIGHT_Q4_1)
+    for(; k + 2 <= n; k += 2){
+      const struct prepared *in = bk->in + k;
+      int ex[2] = { in[0].qex, in[1].qex };
+      interleave2(bk, in, m->cols / QK);
+      matmul2_q4_1(m, bk, ex, out + (uint64)k * stride, stride);
+    }
+  for(; k < n; k++)
+    matvec_in(mo, m, &bk->in[k], out + (uint64)k * stride);
 }
 
 // Row `token` of a Q8_0/Q4_1 embedding, dequantized from the f16 scales
@@ -1113,22 +1224,87 @@ rope_tables(const struct config *c, struct state *s)
 
 // ============================================================================ the run state
 
-// Every buffer in the order of the list below (the page layout smolprobe counts).
+// The bytes of each buffer of one position's prepared input (struct prepared): xq, xs,
+// xsum, xp (int8 path), then qxp, qxp4, qsum, qX (Q8_0/Q4_1 path).
+static void
+prepared_bytes(const struct config *c, uint64 *bytes)
+{
+  int big = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+  int gs = c->group_size ? c->group_size : 1;
+  bytes[0] = big;
+  bytes[1] = big / gs * sizeof(float);
+  bytes[2] = big / gs * sizeof(int);
+  bytes[3] = big / 2 * sizeof(uint64) + 8;
+  bytes[4] = bytes[5] = big / 2 * sizeof(uint64);
+  bytes[6] = bytes[7] = big / QK * sizeof(int) + 4;
+}
+
+// The next 64-byte aligned piece of *next of the given bytes.
+static void *
+take(char **next, uint64 bytes)
+{
+  void *p = *next;
+  *next += (bytes + 63) & ~63UL;
+  return p;
+}
+
+// Lay out forward_block's buffers for s->block positions from base, or with base 0 only
+// count them; returns their bytes. Each position's prepared input is sized as s->in's.
+static uint64
+block_layout(const struct config *c, struct state *s, char *base)
+{
+  struct block *bk = &s->blk;
+  struct prepared scratch_in;
+  uint64 n = s->block, fl = sizeof(float), pb[8];
+  int big = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+  char *next = base;
+
+  prepared_bytes(c, pb);
+  bk->x = take(&next, n * c->dim * fl);
+  bk->xb = take(&next, n * c->dim * fl);
+  bk->xb2 = take(&next, n * c->dim * fl);
+  bk->q = take(&next, n * c->dim * fl);
+  bk->hb = take(&next, n * c->hidden_dim * fl);
+  bk->hb2 = take(&next, n * c->hidden_dim * fl);
+  bk->in = take(&next, n * sizeof(struct prepared));
+  for(int k = 0; k < n; k++){
+    struct prepared *in = base ? &bk->in[k] : &scratch_in;
+    if(c->has[WEIGHT_INT8]){
+      in->xq = take(&next, pb[0]);
+      in->xs = take(&next, pb[1]);
+      in->xsum = take(&next, pb[2]);
+      in->xp = take(&next, pb[3]);
+    }
+    if(c->has[WEIGHT_Q8_0] || c->has[WEIGHT_Q4_1]){
+      in->qxp = take(&next, pb[4]);
+      in->qxp4 = take(&next, pb[5]);
+      in->qsum = take(&next, pb[6]);
+      in->qX = take(&next, pb[7]);
+    }
+  }
+  bk->x2 = take(&next, big / QK * 32 * sizeof(uint64));
+  bk->s2 = take(&next, big / QK * 2 * sizeof(int));
+  bk->X2 = take(&next, big / QK * 2 * sizeof(int));
+  return next - base;
+}
+
+// Every buffer in the order of the list below (the page layout smolprobe counts), then
+// forward_block's when s->block > 1.
 void
 alloc_state(const struct config *c, struct state *s, float **probs)
 {
-  int big = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
-  int half = c->head_dim / 2, gs = c->group_size ? c->group_size : 1;
-  uint64 fl = sizeof(float);
+  int half = c->head_dim / 2;
+  uint64 fl = sizeof(float), pb[8];
+  prepared_bytes(c, pb);
   uint64 bytes[] = { c->dim * fl, c->dim * fl, c->dim * fl, c->hidden_dim * fl,
                      c->hidden_dim * fl, c->dim * fl, (uint64)c->n_heads * s->seq_len * fl,
-                     c->vocab_size * fl, c->vocab_size * fl, (uint64)big, big / gs * fl,
-                     big / gs * sizeof(int), big / 2 * sizeof(uint64) + 8,
+                     c->vocab_size * fl, c->vocab_size * fl, pb[0], pb[1], pb[2], pb[3],
                      (uint64)s->seq_len * half * fl, (uint64)s->seq_len * half * fl };
   void **ptrs[] = { (void **)&s->x, (void **)&s->xb, (void **)&s->xb2, (void **)&s->hb,
                     (void **)&s->hb2, (void **)&s->q, (void **)&s->att, (void **)&s->logits,
-                    (void **)probs, (void **)&s->xq, (void **)&s->xs, (void **)&s->xsum,
-                    (void **)&s->xp, (void **)&s->rope_cos, (void **)&s->rope_sin };
+                    (void **)probs, (void **)&s->in.xq, (void **)&s->in.xs,
+                    (void **)&s->in.xsum, (void **)&s->in.xp, (void **)&s->rope_cos,
+                    (void **)&s->rope_sin };
   for(int i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++){
     *ptrs[i] = llm_malloc(bytes[i], "activations");
     memset(*ptrs[i], 0, bytes[i]);             // touch: map the pages now
@@ -1138,32 +1314,38 @@ alloc_state(const struct config *c, struct state *s, float **probs)
     }
   }
   if(c->has[WEIGHT_Q8_0] || c->has[WEIGHT_Q4_1]){   // the Q8_0/Q4_1 input (prepare_q)
-    uint64 qbytes[] = { big / 2 * sizeof(uint64), big / 2 * sizeof(uint64),
-                        big / QK * sizeof(int) + 4, big / QK * sizeof(int) + 4 };
-    void **qptrs[] = { (void **)&s->qxp, (void **)&s->qxp4, (void **)&s->qsum,
-                       (void **)&s->qX };
+    void **qptrs[] = { (void **)&s->in.qxp, (void **)&s->in.qxp4, (void **)&s->in.qsum,
+                       (void **)&s->in.qX };
     for(int i = 0; i < 4; i++){
-      *qptrs[i] = llm_malloc(qbytes[i], "activations");
-      memset(*qptrs[i], 0, qbytes[i]);
+      *qptrs[i] = llm_malloc(pb[4 + i], "activations");
+      memset(*qptrs[i], 0, pb[4 + i]);
       s->scratch[s->nscratch].p = *qptrs[i];
-      s->scratch[s->nscratch++].len = qbytes[i];
+      s->scratch[s->nscratch++].len = pb[4 + i];
     }
+  }
+  if(s->block > 1){
+    uint64 n = block_layout(c, s, 0);
+    char *base = llm_malloc(n, "the prefill block's activations");
+    memset(base, 0, n);
+    block_layout(c, s, base);
+    s->blk.base = base;
+    s->blk.bytes = n;
   }
   rope_tables(c, s);
 }
 
 // ============================================================================ forward
 
-// Grouped-query attention of layer l at position pos: s->q (roped queries) against cache
-// rows 0..pos; the result [n_heads*head_dim] goes to s->xb.
+// Grouped-query attention of layer l at position pos: q (roped queries) against cache
+// rows 0..pos; the result [n_heads*head_dim] goes to out.
 static void
-attention(const struct config *c, struct state *s, int l, int pos)
+attention(const struct config *c, struct state *s, int l, int pos, const float *qv, float *out)
 {
   int hd = c->head_dim, per_kv = c->n_heads / c->n_kv_heads;
   float scale = sqrtf((float)hd);
   uint64 layer = (uint64)l * s->seq_len * c->kv_dim;
   for(int h = 0; h < c->n_heads; h++){
-    const float *q = s->q + h * hd;
+    const float *q = qv + h * hd;
     float *att = s->att + h * s->seq_len;
     int kvo = (h / per_kv) * hd;              // this head's slice of a cache row
     for(int t = 0; t <= pos; t++){
@@ -1174,7 +1356,7 @@ attention(const struct config *c, struct state *s, int l, int pos)
       att[t] = dot / scale;
     }
     softmax(att, pos + 1);
-    float *o = s->xb + h * hd;
+    float *o = out + h * hd;
     for(int i = 0; i < hd; i++)
       o[i] = 0.0f;
     for(int t = 0; t <= pos; t++){
@@ -1208,7 +1390,7 @@ forward(const struct model *mo, struct state *s, int token, int pos, int want_lo
     matvec(mo, &w->wv[l], s, v);                           // v [kv_dim] -> cache row pos
     rope(s, c->head_dim, s->q, c->n_heads, pos);
     rope(s, c->head_dim, k, c->n_kv_heads, pos);
-    attention(c, s, l, pos);                               // xb [n_heads*head_dim]
+    attention(c, s, l, pos, s->q, s->xb);                  // xb [n_heads*head_dim]
     prepare_input(s, c, s->xb, d);
     matvec(mo, &w->wo[l], s, s->xb2);                      // xb2 [dim]
     for(int i = 0; i < d; i++)
@@ -1233,6 +1415,98 @@ forward(const struct model *mo, struct state *s, int token, int pos, int want_lo
   rmsnorm(s->xb, s->x, w->rms_final, d, c->norm_eps);
   prepare_input(s, c, s->xb, d);
   matvec(mo, &w->classifier, s, s->logits);               // logits [vocab]
+}
+
+// Each of the n positions of bk: xb = rmsnorm(x, w) and its prepared input of n values.
+static void
+norm_block(const struct config *c, struct block *bk, int n, const float *w)
+{
+  for(int k = 0; k < n; k++){
+    float *xb = bk->xb + k * c->dim;
+    rmsnorm(xb, bk->x + k * c->dim, w, c->dim, c->norm_eps);
+    prepare(&bk->in[k], c, xb, c->dim);
+  }
+}
+
+// x += y over the n positions of bk (rows of dim).
+static void
+add_block(const struct config *c, struct block *bk, int n, const float *y)
+{
+  for(uint64 i = 0; i < (uint64)n * c->dim; i++)
+    bk->x[i] += y[i];
+}
+
+// One layer l for the n (<= s->block) positions pos.. of bk: forward()'s layer, each
+// matrix applied to all n positions at once (matmul). Attention per position, in order:
+// position pos+k reads cache rows 0..pos+k, all written before (causal).
+static void
+layer_block(const struct model *mo, struct state *s, int l, int pos, int n)
+{
+  const struct config *c = &mo->c;
+  const struct weights *w = &mo->w;
+  struct block *bk = &s->blk;
+  int d = c->dim, kvd = c->kv_dim, hd = c->hidden_dim;
+  uint64 row = ((uint64)l * s->seq_len + pos) * kvd;
+  float *k = s->key_cache + row, *v = s->value_cache + row;
+
+  norm_block(c, bk, n, w->rms_att + l * d);
+  matmul(mo, &w->wq[l], bk, n, bk->q, d);
+  matmul(mo, &w->wk[l], bk, n, k, kvd);                   // cache rows pos..pos+n-1
+  matmul(mo, &w->wv[l], bk, n, v, kvd);
+  for(int t = 0; t < n; t++){
+    rope(s, c->head_dim, bk->q + t * d, c->n_heads, pos + t);
+    rope(s, c->head_dim, k + t * kvd, c->n_kv_heads, pos + t);
+  }
+  for(int t = 0; t < n; t++){
+    attention(c, s, l, pos + t, bk->q + t * d, bk->xb + t * d);
+    prepare(&bk->in[t], c, bk->xb + t * d, d);
+  }
+  matmul(mo, &w->wo[l], bk, n, bk->xb2, d);
+  add_block(c, bk, n, bk->xb2);
+
+  norm_block(c, bk, n, w->rms_ffn + l * d);
+  matmul(mo, &w->w_gate[l], bk, n, bk->hb, hd);
+  matmul(mo, &w->w_up[l], bk, n, bk->hb2, hd);
+  for(int t = 0; t < n; t++){
+    float *g = bk->hb + t * hd, *u = bk->hb2 + t * hd;
+    for(int i = 0; i < hd; i++)
+      g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
+    prepare(&bk->in[t], c, g, hd);
+  }
+  matmul(mo, &w->w_down[l], bk, n, bk->xb2, d);
+  add_block(c, bk, n, bk->xb2);
+}
+
+void
+forward_block(const struct model *mo, struct state *s, const int *tokens, int pos, int n,
+              int want_logits)
+{
+  const struct config *c = &mo->c;
+  if(s->block <= 1){
+    for(int t = 0; t < n; t++)
+      forward(mo, s, tokens[t], pos + t, want_logits && t == n - 1);
+    return;
+  }
+  for(int done = 0; done < n; ){
+    int m = n - done < s->block ? n - done : s->block;
+    for(int t = 0; t < m; t++)
+      embed(mo, tokens[done + t], s->blk.x + t * c->dim);
+    for(int l = 0; l < c->n_layers; l++)
+      layer_block(mo, s, l, pos + done, m);
+    done += m;
+    if(done == n && want_logits)
+      block_logits(mo, s, m - 1);
+  }
+}
+
+void
+block_logits(const struct model *mo, struct state *s, int k)
+{
+  const struct config *c = &mo->c;
+  memcpy(s->x, s->blk.x + k * c->dim, c->dim * sizeof(float));
+  rmsnorm(s->xb, s->x, mo->w.rms_final, c->dim, c->norm_eps);
+  prepare_input(s, c, s->xb, c->dim);
+  matvec(mo, &mo->w.classifier, s, s->logits);
 }
 
 // ============================================================================ the sampler
@@ -1289,4 +1563,3 @@ sample(struct sampler *sp, const float *logits)
   }
   return n - 1;
 }
-

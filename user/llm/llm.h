@@ -20,6 +20,8 @@
 #define WEIGHT_PER_TENSOR 255 // version 2 header: the types are in the type table
 #define QK 32                 // values per Q8_0/Q4_1 block
 #define LLM_MAX_DIM (1 << 24)     // bound on every header size (keeps products in range)
+#define LLM_MAX_BLOCK 64          // bound on struct state's block (forward_block)
+#define LLM_PREFILL_BLOCK 16      // the programs' default block (--prefill-block)
 
 // A hot loop of the decode (a matvec kernel, the bench's peak loops) starts a page of its
 // own. Under QEMU's TCG a translation block never crosses a guest page, so a loop that
@@ -105,6 +107,35 @@ struct model {
   uint tok_size;
 };
 
+// The prepared input of the integer matvecs (prepare_input) for one position.
+struct prepared {
+  const float *xf;   // the input itself: float32 path
+  // int8 path
+  signed char *xq;   // [max(dim, hidden)] quantized input
+  float *xs;         // [groups] their scales
+  int *xsum;         // [groups] sum of xq over each group
+  uint64 *xp;        // [max/2] xq in packed pairs (see matvec_q8)
+  // Q8_0/Q4_1 path (blocks of 32; docs/checkpoint.md "Quantized matvec in integers")
+  uint64 *qxp;       // [max/2] the int8 blocks in packed pairs, natural order (Q8_0)
+  uint64 *qxp4;      // [max/2] the same in the nibble order of Q4_1 (matvec_q4_1)
+  int *qsum;         // [max/32] sum of each block's int8 values
+  int *qX;           // [max/32] each block's scale in fixed point, exponent qex
+  int qex;
+};
+
+// The prefill's activations for a block of positions (forward_block): one allocation,
+// base[0..bytes), written only by forward_block() (not in struct state's scratch: a
+// program that forks decoders, as smolprobe --samples, leaves it shared).
+struct block {
+  void *base;
+  uint64 bytes;
+  float *x, *xb, *xb2, *q; // [block][dim] each: as struct state's, one row a position
+  float *hb, *hb2;         // [block][hidden]
+  struct prepared *in;     // [block] each position's prepared input
+  uint64 *x2;              // [max/32][16][2] two positions' Q4_1 input, interleaved
+  int *s2, *X2;            // [max/32][2] their block sums and fixed-point scales
+};
+
 // Activations and the KV cache. alloc_state() allocates and touches everything but the
 // KV cache, whose two arrays the program provides (key_cache, value_cache).
 struct state {
@@ -116,23 +147,15 @@ struct state {
   float *q;          // [dim] the query
   float *att;        // [n_heads][seq_len] attention weights
   float *logits;     // [vocab]
-  // the prepared input of matvec (prepare_input): int8 path
-  signed char *xq;   // [max(dim, hidden)] quantized input
-  float *xs;         // [groups] their scales
-  int *xsum;         // [groups] sum of xq over each group
-  uint64 *xp;        // [max/2] xq in packed pairs (see matvec_q8)
-  const float *xf;   // the input itself: float32 path
-  // Q8_0/Q4_1 path (blocks of 32; docs/checkpoint.md "Quantized matvec in integers")
-  uint64 *qxp;       // [max/2] the int8 blocks in packed pairs, natural order (Q8_0)
-  uint64 *qxp4;      // [max/2] the same in the nibble order of Q4_1 (matvec_q4_1)
-  int *qsum;         // [max/32] sum of each block's int8 values
-  int *qX;           // [max/32] each block's scale in fixed point, exponent qex
-  int qex;
+  struct prepared in; // the input of the next matvec (prepare_input)
   float *rope_cos;   // [seq_len][head_dim/2] cos(pos * freq_i)
   float *rope_sin;   // [seq_len][head_dim/2]
   float *key_cache;  // [n_layers][seq_len][kv_dim], provided by the program
   float *value_cache;// [n_layers][seq_len][kv_dim]
   int seq_len;       // KV cache rows; set before alloc_state()
+  int block;         // positions a prefill block feeds at once (forward_block); set before
+                     // alloc_state(): 0 or 1 feeds one position at a time, as forward()
+  struct block blk;  // forward_block's buffers (block > 1)
   // What forward() and the sampler write besides the KV cache (every buffer above but the
   // RoPE tables), recorded by alloc_state(): e.g. what a forked process will write.
   struct range { const void *p; uint64 len; } scratch[24];
@@ -219,6 +242,16 @@ word_lanes(uint64 a, const uint64 *p)
 // Feed token at position pos: writes K/V cache row pos of every layer; when want_logits,
 // leaves the next-token logits [vocab] in s->logits.
 void forward(const struct model *mo, struct state *s, int token, int pos, int want_logits);
+
+// Feed tokens[0..n) at positions pos..pos+n-1, s->block positions at a time: each weight
+// matrix is read once per block and dotted with every position's input (docs/smolprobe.md,
+// "Prefill in blocks"). Writes the same K/V rows, and with want_logits leaves the same
+// logits of the last position, bit for bit, as forward() position by position.
+void forward_block(const struct model *mo, struct state *s, const int *tokens, int pos, int n,
+                   int want_logits);
+// The logits of position k of the last block forward_block() fed with s->block > 1 (k below
+// that block's size), into s->logits: forward()'s classifier step for that position.
+void block_logits(const struct model *mo, struct state *s, int k);
 
 // ============================================================================ the sampler
 

@@ -102,7 +102,12 @@ feed(const struct model *mo, struct state *s, struct sampler *sp, struct options
   o->fed = to;
   for(int pos = from; pos < to; pos++){
     int stop = 0;
-    forward(mo, s, o->tokens[pos], pos, pos >= P - 1);
+    if(pos < P - 1 && !o->trace){               // prompt positions: in blocks
+      int n = (to < P ? to : P) - pos;
+      forward_block(mo, s, o->tokens + pos, pos, n, n == P - pos);
+      pos += n - 1;
+    } else
+      forward(mo, s, o->tokens[pos], pos, pos >= P - 1);
     if(pos == P - 1)
       note_first_token(o);
     if(pos >= P - 1 && pos + 1 < total){
@@ -145,13 +150,20 @@ token_nll(const float *logits, int n, int next)
 double
 score_run(const struct model *mo, struct state *s, struct options *o)
 {
-  int n = o->n_prompt;
+  int n = o->n_prompt, b = s->block > 1 ? s->block : 1;
   double nll = 0.0;
-  for(int pos = 0; pos < n; pos++){
-    forward(mo, s, o->tokens[pos], pos, pos < n - 1);
+  for(int pos = 0; pos < n; pos += b){
+    int m = n - pos < b ? n - pos : b;
+    if(b == 1)
+      forward(mo, s, o->tokens[pos], pos, pos < n - 1);
+    else
+      forward_block(mo, s, o->tokens + pos, pos, m, 0);
     note_first_token(o);
-    if(pos < n - 1)
-      nll += token_nll(s->logits, mo->c.vocab_size, o->tokens[pos + 1]);
+    for(int k = 0; k < m && pos + k < n - 1; k++){
+      if(b > 1)
+        block_logits(mo, s, k);
+      nll += token_nll(s->logits, mo->c.vocab_size, o->tokens[pos + k + 1]);
+    }
   }
   o->generated = 0;
   o->fed = n;
@@ -256,3 +268,27 @@ print_list(const char *prefix, const int *iv, const float *fv, int n)
   free(buf);
 }
 
+// n positions in us microseconds as "<per second>.<tenth>" (0.0 for none).
+static void
+print_rate(const char *key, uint64 n, uint64 us)
+{
+  uint64 r10 = n * 10000000UL / (us > 0 ? us : 1);
+  printf(" %s=%lu.%lu", key, r10 / 10, r10 % 10);
+}
+
+// The timing line (docs/smolprobe.md, "Output"): load (t0..t1), the whole feed (t1..t2)
+// and its two parts, the prompt's prefill up to the first token's logits (o->first_us)
+// and the decode of the generated positions after it, and the harts that ran them.
+void
+print_timing(const struct options *o, uint64 t0, uint64 t1, uint64 t2)
+{
+  uint64 first = o->first_us ? o->first_us : t2;
+  printf("[smolprobe] timing load_ms=%lu decode_ms=%lu", (t1 - t0) / 1000, (t2 - t1) / 1000);
+  print_rate("tokens_per_s", o->fed, t2 - t1);
+  printf(" first_token_ms=%lu prefill_ms=%lu", o->first_us ? (o->first_us - t0) / 1000 : 0,
+         (first - t1) / 1000);
+  print_rate("prefill_tokens_per_s", o->n_prompt, first - t1);
+  print_rate("decode_tokens_per_s", o->fed - (o->fed < o->n_prompt ? o->fed : o->n_prompt),
+             t2 - first);
+  printf(" harts=%d\n", o->harts);
+}

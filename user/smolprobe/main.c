@@ -9,7 +9,7 @@ usage(void)
          "                  --perplexity TEXT) [--gen-len N]\n"
          "                 [--seq-len N] [--model PATH] [--temperature T] [--seed S]\n"
          "                 [--stop-at-eos] [--print-tokens] [--print-logits] [--trace]\n"
-         "                 [--samples N] [--bench] [--no-mmap] [--help]\n"
+         "                 [--samples N] [--bench] [--no-mmap] [--prefill-block N] [--help]\n"
          "       smolprobe --tokenize (--prompt TEXT | --chat TEXT) [--model PATH]\n"
          "Runs a SmolLM-135M-architecture transformer (default model %s) over a KV cache\n"
          "reserved with one sbrk() for --seq-len positions (default 256), and reports how\n"
@@ -41,7 +41,9 @@ usage(void)
          "                   rate and the model's matvecs (alone, or after the request)\n"
          "  --no-mmap        read the model into the heap with read() instead of mapping\n"
          "                   it (weights source=read): a private copy, as a version 1 or\n"
-         "                   2 file always is, instead of the page cache's shared pages\n",
+         "                   2 file always is, instead of the page cache's shared pages\n"
+         "  --prefill-block N  prompt positions fed at once, each weight read once for\n"
+         "                   them (1..64, default 16; 1: one at a time; the same numbers)\n",
          DEFAULT_MODEL);
 }
 
@@ -139,6 +141,8 @@ parse_args(int argc, char **argv, struct options *o)
   o->model = DEFAULT_MODEL;
   o->gen_len = -1;
   o->temperature = -1.0f;
+  o->block = LLM_PREFILL_BLOCK;
+  o->harts = 1;
   for(int i = 1; i < argc; i++){
     const char *a = argv[i];
     if(strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0){
@@ -176,6 +180,8 @@ parse_args(int argc, char **argv, struct options *o)
       o->tokenize = 1;
     } else if(strcmp(a, "--no-mmap") == 0){
       o->no_mmap = 1;
+    } else if(strcmp(a, "--prefill-block") == 0){
+      o->block = parse_long(a, flag_value(argc, argv, &i), 1, LLM_MAX_BLOCK);
     } else if(strcmp(a, "--prompt") == 0 || strcmp(a, "--chat") == 0){
       if(o->text)
         llm_die("give one --prompt, --chat or --perplexity, not two: ", a);
@@ -193,6 +199,8 @@ parse_args(int argc, char **argv, struct options *o)
     // guest's smolprobe has no flag that exists only for tests. See docs/smolprobe.md.
     } else if(strcmp(a, "--test-kill-branch") == 0){
       o->kill_branch = 1 + parse_long(a, flag_value(argc, argv, &i), 0, MAX_SAMPLES - 1);
+    } else if(strcmp(a, "--test-kv-hash") == 0){
+      o->kv_hash = 1;
 #endif
     } else {
       llm_die("unknown flag (try --help): ", a);
@@ -260,6 +268,22 @@ check_request(const struct config *c, struct options *o)
   o->tokens = all;
 }
 
+// --test-kv-hash (host test build): the FNV-1a hash of the K/V rows 0..rows-1 of every
+// layer, so that a test can hold two ways of feeding (--prefill-block) to the same rows.
+static void
+print_kv_hash(const struct config *c, const struct state *s, int rows)
+{
+  uint h = 2166136261U;
+  for(int l = 0; l < c->n_layers; l++)
+    for(int kv = 0; kv < 2; kv++){
+      const float *base = (kv ? s->value_cache : s->key_cache) + (uint64)l * s->seq_len * c->kv_dim;
+      const uchar *b = (const uchar *)base, *end = (const uchar *)(base + (uint64)rows * c->kv_dim);
+      for(; b < end; b++)
+        h = (h ^ *b) * 16777619U;
+    }
+  printf("[smolprobe] test_kv_hash rows=%d fnv=%x\n", rows, h);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -301,6 +325,7 @@ main(int argc, char **argv)
   printf("[smolprobe] request prompt_tokens=%d gen_tokens=%d\n", o.n_prompt, o.gen_len);
 
   s.seq_len = o.seq_len;
+  s.block = o.block;
   alloc_state(&mo.c, &s, &probs);
   sampler_init(&sp, o.temperature, o.seed, probs, mo.c.vocab_size);
   kv_layout(&kl, mo.c.n_layers, mo.c.kv_dim, o.seq_len);
@@ -329,11 +354,9 @@ main(int argc, char **argv)
     printf("[smolprobe] generated tokens=%d stopped_at_eos=%d\n", o.generated,
            o.fed < total);
   print_summary(&kl, kv_region_pages(&kl, o.fed), &before, &reserved, &done);
-  uint64 dus = t2 - t1 > 0 ? t2 - t1 : 1;
-  uint64 tps10 = (uint64)o.fed * 10000000UL / dus;   // positions per second, times 10
-  printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu "
-         "first_token_ms=%lu\n", (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10,
-         o.first_us ? (o.first_us - t0) / 1000 : 0);
+  print_timing(&o, t0, t1, t2);
+  if(o.kv_hash)
+    print_kv_hash(&mo.c, &s, o.fed);
   if(o.score)
     print_perplexity(o.n_prompt, nll);
   if(o.text && !o.score)

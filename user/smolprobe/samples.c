@@ -371,8 +371,7 @@ parallel_run(const struct model *mo, struct state *s, struct options *o, float *
   struct channels ch;
   int P = o->n_prompt;
 
-  for(int pos = 0; pos < P; pos++)                   // prefill: rows 0..P-1, logits of P-1
-    forward(mo, s, o->tokens[pos], pos, pos == P - 1);
+  forward_block(mo, s, o->tokens, 0, P, 1);          // prefill: rows 0..P-1, logits of P-1
   note_first_token(o);
   memstat(&ps->prefilled);
   memset(&ch, 0, sizeof(ch));
@@ -415,13 +414,8 @@ parallel_main(const struct model *mo, struct state *s, struct options *o, float 
   memstat(&ps.reserved);
   printf("[smolprobe] running decode...\n");
   int done = parallel_run(mo, s, o, probs, kl, &pa, &ps);
-  uint64 dus = clock_us() - t1;
-  dus = dus > 0 ? dus : 1;
-  uint64 fed = o->n_prompt + (uint64)done * o->gen_len;
-  uint64 tps10 = fed * 10000000UL / dus;
-  printf("[smolprobe] timing load_ms=%lu decode_ms=%lu tokens_per_s=%lu.%lu "
-         "first_token_ms=%lu\n", (t1 - t0) / 1000, dus / 1000, tps10 / 10, tps10 % 10,
-         (o->first_us - t0) / 1000);
+  o->fed = o->n_prompt + done * o->gen_len;
+  print_timing(o, t0, t1, clock_us());
   if(done == 0)
     llm_die("no branch could run (see the branch and fork lines above)", "");
   if(o->bench)

@@ -45,8 +45,11 @@ struct options {
   int bench;            // --bench: the int8 micro-benchmark (alone, or after the request)
   int tokenize;         // --tokenize: encode the text, print its tokens, run no model
   int no_mmap;          // --no-mmap: read the model into the heap, never map it
+  int harts;            // harts the model's matvecs run on
+  int block;            // --prefill-block N: prompt positions fed at once (forward_block)
   int kill_branch;      // --test-kill-branch K (host test build only): branch K kills
                         // itself (K+1; 0: none)
+  int kv_hash;          // --test-kv-hash (host test build only): print the K/V rows' hash
   const char *text;     // --prompt, --chat or --perplexity TEXT (the model's tokenizer)
   int score;            // 1: --perplexity (score the text, generate nothing)
   int chat;             // 1: --chat (the text is a user message, ChatML)
@@ -73,6 +76,7 @@ void feed(const struct model *mo, struct state *s, struct sampler *sp, struct op
 double score_run(const struct model *mo, struct state *s, struct options *o);
 void print_perplexity(int n, double nll);
 void print_list(const char *prefix, const int *iv, const float *fv, int n);
+void print_timing(const struct options *o, uint64 t0, uint64 t1, uint64 t2);
 
 // samples.c
 void parallel_main(const struct model *mo, struct state *s, struct options *o, float *probs,

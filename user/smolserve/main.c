@@ -6,7 +6,8 @@ usage(void)
 {
   printf("usage: smolserve (--workload seed32|FILE | --requests N --max-len L [--seed S]\n"
          "                 [--long-len G] [--prefix-len K]) [--share-prefix 0|1]\n"
-         "                 [--overcommit 0|1] [--model PATH] [--test-kill ID] [--help]\n"
+         "                 [--overcommit 0|1] [--prefill-block N] [--model PATH]\n"
+         "                 [--test-kill ID] [--help]\n"
          "Loads the model once and serves a workload of requests, each in a worker forked\n"
          "from the server that reserves its KV cache for max_len slots with one sbrk();\n"
          "admits requests while free memory stays above a low watermark, queues the rest,\n"
@@ -25,6 +26,8 @@ usage(void)
          "  --overcommit 1     admit past what fits (no watermark): without swap the kernel\n"
          "                     kills workers and they are recomputed, with swap it pages\n"
          "                     their KV out and in; pressure lines say what it cost\n"
+         "  --prefill-block N  prompt positions fed at once (1..64, default 16; 1: one at a\n"
+         "                     time, the same numbers; docs/smolprobe.md)\n"
          "  --test-kill ID     test hook: request ID's first worker kills itself after\n"
          "                     its reservation (the server must run it again)\n"
          "  --test-fill 1      test hook: every first attempt writes its whole reservation\n"
@@ -52,6 +55,7 @@ main(int argc, char **argv)
   long requests = 0, max_len = 0, seed = 0, long_len = 16, prefix_len = 0;
   llm_name = "smolserve";
   sv.share = 1;
+  sv.s.block = LLM_PREFILL_BLOCK;
   for(int i = 1; i < argc; i++){
     const char *a = argv[i];
     if(strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0){
@@ -63,7 +67,7 @@ main(int argc, char **argv)
               strcmp(a, "--seed") && strcmp(a, "--long-len") && strcmp(a, "--model") &&
               strcmp(a, "--test-kill") && strcmp(a, "--test-fill") &&
               strcmp(a, "--prefix-len") && strcmp(a, "--share-prefix") &&
-              strcmp(a, "--overcommit") ? ": unknown flag (try --help)" : ": missing value");
+              strcmp(a, "--overcommit") && strcmp(a, "--prefill-block") ? ": unknown flag (try --help)" : ": missing value");
     const char *v = argv[++i];
     if(strcmp(a, "--workload") == 0)
       workload = v;
@@ -81,6 +85,8 @@ main(int argc, char **argv)
       sv.share = flag_num(a, v, 0, 1);
     else if(strcmp(a, "--overcommit") == 0)
       sv.overcommit = flag_num(a, v, 0, 1);
+    else if(strcmp(a, "--prefill-block") == 0)
+      sv.s.block = flag_num(a, v, 1, LLM_MAX_BLOCK);
     else if(strcmp(a, "--model") == 0)
       model = v;
     else if(strcmp(a, "--test-kill") == 0)     // test hook, see docs/smolserve.md

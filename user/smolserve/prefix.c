@@ -102,8 +102,7 @@ prefill_prefixes(struct server *sv)
       llm_die("out of memory reserving the KV cache of a shared prefix", "");
     kv_place(&p->kl, p->base, &sv->s.key_cache, &sv->s.value_cache);
     sv->s.seq_len = p->max_len;
-    for(int pos = 0; pos < p->n; pos++)
-      forward(&sv->mo, &sv->s, sv->rq[p->first].prompt[pos], pos, 0);
+    forward_block(&sv->mo, &sv->s, sv->rq[p->first].prompt, 0, p->n, 0);
     p->prefill_us = clock_us() - t;
     memstat(&m1);
     p->mapped_pages = (long)m1.mapped_pages - (long)m0.mapped_pages;

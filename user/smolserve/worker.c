@@ -50,7 +50,14 @@ generate(struct server *sv, const struct request *r, int from, char *fill, uint6
   int P = r->n_prompt, limit = r->gen >= 0 ? P + r->gen : r->max_len, n = P;
   sampler_init(&sp, 0.0f, 1, sv->probs, sv->mo.c.vocab_size);
   memcpy(sv->tok, r->prompt, P * sizeof(int));
-  for(int pos = from; pos < n; pos++){
+  int start = from;
+  if(P - 1 > from){                            // the prompt but its last token, in blocks
+    forward_block(&sv->mo, &sv->s, sv->tok + from, from, P - 1 - from, 0);
+    if(sv->progress)
+      sv->progress[r - sv->rq] = P - 1 - from;
+    start = P - 1;
+  }
+  for(int pos = start; pos < n; pos++){
     int more = pos == n - 1 && n < limit && !(r->gen < 0 && n > P && is_eos(sv, sv->tok[n - 1]));
     forward(&sv->mo, &sv->s, sv->tok[pos], pos, more);
     if(sv->progress)                          // lost if this worker is killed: recomputed
@@ -112,6 +119,7 @@ worker(struct server *sv, int i, int ack)
   // below are then the prefix's KV pages this request writes into.
   for(int k = 0; k < sv->s.nscratch; k++)
     own_pages((void *)sv->s.scratch[k].p, sv->s.scratch[k].len);
+  own_pages(sv->s.blk.base, sv->s.blk.bytes);  // the prompt's blocks (forward_block)
   own_pages(sv->tok, (uint64)kl.seq_len * sizeof(int));
   memstat(&m1);
   uint64 t = clock_us();

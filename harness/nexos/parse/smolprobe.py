@@ -61,7 +61,8 @@ LINE_KEYS: Keys = {
     "verdict": (("verdict", VERDICTS + PARALLEL_VERDICTS),),
     "generated": (("tokens", INT), ("stopped_at_eos", INT)),
     "timing": (("load_ms", INT), ("decode_ms", INT), ("tokens_per_s", DECIMAL),
-               ("first_token_ms", INT)),
+               ("first_token_ms", INT), ("prefill_ms", INT), ("prefill_tokens_per_s", DECIMAL),
+               ("decode_tokens_per_s", DECIMAL), ("harts", INT)),
     "perplexity": (("tokens", INT), ("nll", DECIMAL), ("ppl", DECIMAL)),
     "tokens": (("tokens", INTS),),
     "logits": (("logits", FLOATS),),
@@ -206,6 +207,10 @@ class Timing:
     decode_ms: int
     tokens_per_s: float
     first_token_ms: int   # from the start of loading to the first token's logits
+    prefill_ms: int       # from the start of the feed to the first token's logits
+    prefill_tokens_per_s: float  # prompt positions per second in that time
+    decode_tokens_per_s: float   # generated positions per second after it
+    harts: int            # harts the model's matvecs ran on
 
 
 @dataclass(frozen=True)
@@ -472,7 +477,9 @@ def _apply(res: SmolprobeResult, rec: Record) -> None:
             res.verdict, res.verdict_text = v, text
     elif k == "timing":
         res.timing = Timing(*_ints(rec, "load_ms", "decode_ms"), _float(rec, "tokens_per_s"),
-                            *_ints(rec, "first_token_ms"))
+                            *_ints(rec, "first_token_ms", "prefill_ms"),
+                            _float(rec, "prefill_tokens_per_s"),
+                            _float(rec, "decode_tokens_per_s"), *_ints(rec, "harts"))
     elif k == "weights":
         res.weights = Weights(str(rec.fields["source"]), *_ints(rec, "file_pages"))
     elif k == "tokens":
