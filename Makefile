@@ -312,6 +312,11 @@ qemu: all $(SWAP_IMG)
 	$(QEMU) $(QEMUOPTS)
 
 qemu-llm: IMG = $(B)/fs-llm.img
+# The model's boot runs two harts where the host has two cores, unless CPUS= is given:
+# smolprobe splits its matvecs across every hart (docs/harts.md; the harness's LLM_CPUS).
+ifeq ($(origin CPUS),file)
+qemu-llm: CPUS = $(shell [ "$$(nproc)" -ge 2 ] && echo 2 || echo 1)
+endif
 qemu-llm: llm $(SWAP_IMG)
 	$(QEMU) $(QEMUOPTS)
 

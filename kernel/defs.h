@@ -60,6 +60,7 @@ struct inode*   namei(char*);
 struct inode*   nameiparent(char*, char*);
 // readi/writei: user_addr 1 means dst/src is a user virtual address of the current process.
 int             readi(struct inode*, int user_addr, uint64 dst, uint64 off, uint n);
+void            readpages(struct inode*, uint64 bn, char **pages, int n); // page cache fill, ip locked
 void            stati(struct inode*, struct stat*);
 int             writei(struct inode*, int user_addr, uint64 src, uint64 off, uint n);
 void            itrunc(struct inode*);
@@ -73,6 +74,7 @@ int             kshared_ptes(pte_t *, int n); // leaves of a table mapping share
 int             krefcount(void *);     // current references to an allocated page
 int             ksoleref(void *);      // exactly one reference? (lockless; see kalloc.c)
 void            krefinc(void *);       // one more reference to an allocated page
+void            krefinc_pages(char **pas, int n); // one more reference to each, one lock hold
 uint64          kfreepages(void);      // pages on the free list
 uint64          ktotalpages(void);     // pages the allocator manages
 
@@ -97,6 +99,7 @@ void            printfinit(void);
 int             cpuid(void);
 void            exit(int);
 int             fork(void);
+int             getppid(void);
 pagetable_t     proc_pagetable(struct proc *);
 void            proc_freepagetable(pagetable_t, uint64);
 int             kill(int);
@@ -180,6 +183,7 @@ void            kvminit(void);
 void            kvminithart(void);
 void            kvmmap(pagetable_t, uint64, uint64, uint64, int);
 int             mappages(pagetable_t, uint64, uint64, uint64, int);
+int             mappagelist(pagetable_t, uint64 va, char **pas, int n, int perm); // pages mapped
 pte_t *         walk(pagetable_t, uint64, int);
 uint64          walkaddr(pagetable_t, uint64);
 pagetable_t     uvmcreate(void);
@@ -209,7 +213,7 @@ int             copyinstr(pagetable_t, char *dst, uint64 srcva, uint64 max);
 
 // pagecache.c -- file pages that are mapped, one copy each (see pagecache.c)
 void            pagecacheinit(void);
-char *          pagecache_get(struct inode *, uint64 pgno);  // with a reference for a PTE
+int             pagecache_get(struct inode *, uint64 pgno, int n, char **pas); // a run, a reference each for PTEs
 void            pagecache_trim(struct inode *, uint64 lo, uint64 hi); // drop unmapped pages
 void            pagecache_write(struct inode *, uint64 pgno, uint off, char *src, uint n);
 int             pagecache_pages(void);
@@ -245,7 +249,7 @@ void            virtio_disk_init(void);
 void            virtio_disk_rw(struct buf *, int write);
 void            virtio_disk_intr(int dev);
 uint64          virtio_disk_blocks(int dev);   // capacity in blocks; 0: no such disk
-void            virtio_disk_pages(int dev, uint64 blockno, void **pa, int n, int write); // swap
+void            virtio_disk_pages(int dev, uint64 blockno, void **pa, int n, int write); // swap, page cache
 
 // number of elements in fixed-size array
 #define NELEM(x) (sizeof(x)/sizeof((x)[0]))

@@ -640,6 +640,51 @@ readi(struct inode *ip, int user_dst, uint64 dst, uint64 off, uint n)
   return tot;
 }
 
+// Contract: fill the n pages pages[0..n) with blocks bn, bn+1, ... of ip, for the page
+// cache (pagecache.c): the file's bytes, zeroes in holes and past the end of the file.
+// A run of blocks that lie consecutively on the disk and that the buffer cache does not
+// hold comes in one disk request (up to VIRTIO_MAXBUFS pages) straight into the pages, as
+// readdirect() reads, but with no landing area and no copy; a block the buffer cache
+// holds is copied from there, since it may be newer than the disk. Caller holds ip->lock,
+// which makes buncached()'s answer good enough (see readdirect). Panics unless it holds
+// it: the pages would be filled from blocks that may change meanwhile.
+void
+readpages(struct inode *ip, uint64 bn, char **pages, int n)
+{
+  uint addrs[VIRTIO_MAXBUFS];
+  uint64 end = (ip->size + BSIZE - 1) / BSIZE;   // blocks that hold file bytes
+
+  if(!holdingsleep(&ip->lock))
+    panic("readpages: ip->lock");
+  for(int i = 0; i < n; ){
+    uint64 b = bn + i;
+    int m = 0;
+    if(b < end)
+      m = bmap_run(ip, b, addrs, min(n - i, min(end - b, VIRTIO_MAXBUFS)));
+    if(m == 0 || addrs[0] == 0){                 // past the end, or a hole
+      memset(pages[i], 0, BSIZE);
+      i++;
+      continue;
+    }
+    int k = 1;
+    while(k < m && addrs[k] == addrs[0] + k)
+      k++;
+    k = buncached(ip->dev, addrs[0], k);
+    if(k == 0){                                  // the cache's copy is the current one
+      struct buf *bp = bread(ip->dev, addrs[0]);
+      memmove(pages[i], bp->data, BSIZE);
+      brelse(bp);
+      k = 1;
+    } else {
+      virtio_disk_pages(FSDISK, addrs[0], (void **)(pages + i), k, 0);
+    }
+    // The last block's bytes past the end of the file are not the file's: zero them.
+    if(b + k == end && ip->size % BSIZE)
+      memset(pages[i + k - 1] + ip->size % BSIZE, 0, BSIZE - ip->size % BSIZE);
+    i += k;
+  }
+}
+
 // Contract: write n bytes from src (user virtual address if user_src) into ip at byte
 // off, growing the file if needed; off may not lie beyond the end. Returns the bytes
 // written, which is less than n if the disk filled up or copying from src failed, or -1

@@ -170,6 +170,26 @@ krefinc(void *pa)
   release(&kmem.lock);
 }
 
+// Contract: add one reference to each of the n allocated pages pas[0..n), as krefinc()
+// does for one, under one hold of kmem.lock: the page cache hands out a run of pages at
+// once (pagecache.c), and a lock round trip per page was most of a mapping's cost.
+// Another owner pins each page meanwhile (the page cache, under pcache.lock). Panics
+// if a page is free or not managed.
+void
+krefinc_pages(char **pas, int n)
+{
+  acquire(&kmem.lock);
+  for(int k = 0; k < n; k++){
+    uint64 i = pageindex(pas[k], "krefinc_pages: bad page");
+    if(refs[i] == 0)
+      panic("krefinc_pages: page is free");
+    if(refs[i] == 0xFFFF)
+      panic("krefinc_pages: too many references");
+    refs[i]++;
+  }
+  release(&kmem.lock);
+}
+
 // Contract: the number of references to page pa now (0 if it is free). The answer
 // can change as soon as the lock is dropped, except where the caller's own
 // reference pins it: see vm.c's cowfault() for the one decision made on it.

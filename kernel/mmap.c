@@ -21,6 +21,7 @@
 //   - Each PTE in a region owns one reference to its page (as every user PTE does).
 //     Removing pages: write back, unmap (drop the PTEs' references), then trim the page
 //     cache over that file range (pagecache.c's ownership rule), then close the file.
+//     The write-back is skipped when nobody could ever read it (unreadable()).
 //   - p->vmas is private to p (see proc.h): no lock.
 //
 // `// LAB mmap:` comments mark what the mmap lab's students write (docs/lab.md).
@@ -35,6 +36,7 @@
 #include "kernel/file.h"
 #include "kernel/stat.h"
 #include "kernel/fcntl.h"
+#include "kernel/virtio.h"
 #include "kernel/defs.h"
 
 // Pages one write-back transaction may write: each is one data block inside the file
@@ -95,27 +97,41 @@ chooseaddr(struct proc *p, uint64 len)
   return best;
 }
 
-// Contract: map the page of region v at page-aligned va (unmapped) in p: the page
-// cache's page for it, with the region's permissions (see the top of this file). 0, or
-// -1 if memory runs out or the page cache is full (nothing mapped).
+// Pages mappage() maps at most in one call: one page-cache run (pagecache_get), with its
+// page pointers on the kernel stack (one page; a fault inside readi's copyout may get
+// here, so keep it small). A run this long fills one whole disk request (VIRTIO_MAXBUFS
+// pages) and takes the locks once per 32 pages, not per page.
+#define MAPRUN VIRTIO_MAXBUFS
+
+// Contract: map up to n pages (1 <= n <= MAPRUN) of region v from page-aligned va on,
+// none of them mapped yet, in p: the page cache's pages for them, with the region's
+// permissions (see the top of this file). Returns how many it mapped (>= 1; fewer than
+// n when the cache hands out a shorter run: call again for the rest), or -1 if memory
+// runs out or the page cache is full before the first (nothing mapped). Caller holds
+// p->vmlock (reclaim keeps off p's PTEs meanwhile) and no spinlock; panics otherwise.
+// Sleeps on the disk on a miss. Lock order: p->vmlock, then the inode's (pagecache.c).
 static int
-mappage(struct proc *p, struct vma *v, uint64 va)
+mappage(struct proc *p, struct vma *v, uint64 va, int n)
 {
-  // LAB mmap: begin map the page cache's page with the region's permissions
+  if(!holdingsleep(&p->vmlock))
+    panic("mappage: vmlock");
+  if(n < 1 || n > MAPRUN)
+    panic("mappage: run");
+  // LAB mmap: begin map the page cache's pages with the region's permissions
+  char *pas[MAPRUN];
   uint64 pgno = (v->off + (va - v->start)) / PGSIZE;
-  char *pa = pagecache_get(v->f->ip, pgno);
-  if(pa == 0)
+  int k = pagecache_get(v->f->ip, pgno, n, pas);
+  if(k == 0)
     return -1;
   int perm = PTE_U | PTE_R | PTE_FILE;
   if(v->prot & PROT_EXEC)
     perm |= PTE_X;
   if((v->flags & MAP_PRIVATE) && (v->prot & PROT_WRITE))
     perm |= PTE_COW;
-  if(mappages(p->pagetable, va, PGSIZE, (uint64)pa, perm) != 0){
-    kfree(pa);
-    return -1;
-  }
-  return 0;
+  int m = mappagelist(p->pagetable, va, pas, k, perm);
+  for(int i = m; i < k; i++)       // no page-table page for these: give them back
+    kfree(pas[i]);
+  return m > 0 ? m : -1;
   // LAB mmap: stub
   // return -1;   // no file page can be mapped yet
   // LAB mmap: end
@@ -134,7 +150,7 @@ mmapfault(struct proc *p, uint64 va, pte_t *pte)
   if(v == 0)
     return -1;
   if(pte == 0)
-    return mappage(p, v, va);
+    return mappage(p, v, va, 1) < 0 ? -1 : 0;
   // LAB mmap: begin the first store to a MAP_SHARED page
   if((v->flags & MAP_SHARED) == 0 || (v->prot & PROT_WRITE) == 0)
     return -1;
@@ -183,6 +199,22 @@ writeback(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
   // LAB mmap: end
 }
 
+// Contract: 1 if nobody can ever read region v's file again, so writing its pages back
+// would be wasted: v holds the only reference to its struct file (no fd, no other region
+// or process has it), that file is the inode's only reference, and no directory names
+// the inode (nlink 0: created and unlinked, as user/llm/harts.c does). Then only v's own
+// pages could show the data, and closing v's file frees the inode and its blocks (iput).
+// Each count read here, once it reads 1 (or nlink 0), cannot change meanwhile: a new
+// reference needs an old one (ours) or a name; a stale larger value only means a write
+// that was not needed. Reading the data from disk (read(), or a page the cache dropped
+// mapped again) needs another reference or a region, so those keep the write-back.
+static int
+unreadable(struct vma *v)
+{
+  struct inode *ip = v->f->ip;
+  return v->f->ref == 1 && ip->ref == 1 && ip->nlink == 0;
+}
+
 // Contract: remove [lo, hi) (page-aligned, inside region v, a prefix or a suffix of it or
 // all of it) from p: write back, unmap, trim the page cache, shrink v, and close the
 // file when nothing is left. The caller holds no spinlock; it runs under p->vmlock
@@ -193,7 +225,7 @@ unmaprange(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
   int mine = holdingsleep(&p->vmlock);
   if(!mine)
     acquiresleep(&p->vmlock);
-  if(v->flags & MAP_SHARED)
+  if((v->flags & MAP_SHARED) && !unreadable(v))
     writeback(p, v, lo, hi);
   // LAB mmap: begin unmap, trim the page cache, shrink the region, close the file
   uvmunmap(p->pagetable, lo, (hi - lo) / PGSIZE, 1);
@@ -330,12 +362,20 @@ sys_mmap(void)
   v->off = off;
   v->f = filedup(p->ofile[fd]);
   if(!LAZY_ALLOC || (flags & MAP_POPULATE)){
-    for(uint64 a = addr; a < addr + len; a += PGSIZE){
-      if(mappage(p, v, a) < 0){
+    // mappage's rule: under p->vmlock, so reclaim (swap.c) keeps off p's PTEs while
+    // they are filled in. A system call enters without it; unmaprange sees it held.
+    acquiresleep(&p->vmlock);
+    for(uint64 a = addr; a < addr + len; ){
+      uint64 left = (addr + len - a) / PGSIZE;
+      int m = mappage(p, v, a, left < MAPRUN ? left : MAPRUN);
+      if(m < 0){
         unmaprange(p, v, addr, addr + len);   // frees the slot and the file reference
+        releasesleep(&p->vmlock);
         return -1;
       }
+      a += (uint64)m * PGSIZE;
     }
+    releasesleep(&p->vmlock);
   }
   return addr;
   // LAB mmap: stub

@@ -22,10 +22,11 @@
 //     the page (also under the lock): a page cannot be taken from the cache while it
 //     is being dropped. fork's references need no cache lock: they copy a PTE's, so the
 //     count is >= 2 while fork runs and no trim can see 1.
-//   - Filling an entry (readi) and writing into a cached page (pagecache_write, from
-//     writei) happen under the inode's sleeplock, so a page is never inserted with data
-//     older than the last write(). Lock order: ip->lock, then pcache.lock, then
-//     kmem.lock.
+//   - Filling entries (fs.c readpages, a run of pages per disk request) and writing into
+//     a cached page (pagecache_write, from writei) happen under the inode's sleeplock, so
+//     a page is never inserted with data older than the last write(), and only one
+//     process fills a given file at a time. Lock order: p->vmlock (mmap.c's mappage),
+//     then ip->lock, then pcache.lock, then kmem.lock.
 //   - Page contents are not locked: mapped stores race with write() as they do on any
 //     shared memory.
 //
@@ -140,61 +141,72 @@ drop(int *link)
   pcache.npages--;
 }
 
-// Contract: if page pgno of ip is cached, add a reference to it for the caller and
-// return it, else return 0. Takes pcache.lock.
-static char *
-gethit(struct inode *ip, uint64 pgno)
+// Contract: the run of cached pages pgno, pgno+1, ... of ip, at most n of them, up to
+// the first page that is not cached: each gets a reference for the caller, into pas[].
+// Returns how many (0: page pgno is not cached). One hold of pcache.lock and one of
+// kmem.lock for the whole run, not one each per page: mapping a file another process
+// maps already costs a hash lookup per page and little more. Takes pcache.lock.
+static int
+gethit(struct inode *ip, uint64 pgno, int n, char **pas)
 {
-  char *pa = 0;
+  int k = 0;
 
   acquire(&pcache.lock);
-  int *link = lookup(ip->dev, ip->inum, pgno);
-  if(link){
-    pa = pcache.pages[*link].pa;
-    krefinc(pa);
-  }
+  for(int *link; k < n && (link = lookup(ip->dev, ip->inum, pgno + k)) != 0; k++)
+    pas[k] = pcache.pages[*link].pa;
+  // Under pcache.lock no trim can drop them (the cache's reference pins them).
+  krefinc_pages(pas, k);
   release(&pcache.lock);
-  return pa;
+  return k;
 }
 
-// Contract: the cached page for page pgno of ip, reading it from the file on a miss,
-// with one new reference that the caller hands to a PTE (it gives it back with kfree).
-// Returns 0 if memory runs out or the cache is full (nothing taken). The caller holds a
-// reference to ip and no spinlock; ip->lock may be held by the caller itself (a
-// read()/write() whose user buffer is a mapping of the same file), else it is taken.
-char *
-pagecache_get(struct inode *ip, uint64 pgno)
+// Contract: the cached pages pgno, pgno+1, ... of ip, at most n (n >= 1), into pas[],
+// each with one new reference that the caller hands to a PTE (it gives it back with
+// kfree). Returns how many: a run of pages that were cached, or else a run that was
+// missing and has just been read from the file, with one disk request per run of
+// blocks (fs.c readpages), not one per page; 0 if memory runs out or the cache is full
+// before page pgno could be had (nothing taken). The caller holds a reference to ip and
+// no spinlock; ip->lock may be held by the caller itself (a read()/write() whose user
+// buffer is a mapping of the same file), else it is taken. Lock order: ip->lock, then
+// pcache.lock, then kmem.lock.
+int
+pagecache_get(struct inode *ip, uint64 pgno, int n, char **pas)
 {
-  char *pa = gethit(ip, pgno);
-  if(pa)
-    return pa;
+  int k = gethit(ip, pgno, n, pas);
+  if(k > 0)
+    return k;
 
-  // LAB mmap: begin a miss: read the page under ip->lock, then list it
-  char *mem = kalloc();
-  if(mem == 0)
-    return 0;
+  // LAB mmap: begin a miss: read the missing run under ip->lock, then list it
   int mine = holdingsleep(&ip->lock);
   if(!mine)
     ilock(ip);
-  // Under ip->lock nobody else fills or writes this page: look once more, then fill.
-  pa = gethit(ip, pgno);
-  if(pa == 0){
-    memset(mem, 0, PGSIZE);
-    int r = readi(ip, 0, (uint64)mem, pgno * PGSIZE, PGSIZE);
+  // Under ip->lock nobody else fills or writes ip's pages: look once more (another
+  // process may have filled page pgno meanwhile), then size the run that is missing.
+  k = gethit(ip, pgno, n, pas);
+  if(k == 0){
     acquire(&pcache.lock);
-    // The cache's reference is the one kalloc() gave us; krefinc adds the caller's.
-    if(r >= 0 && insert(ip->dev, ip->inum, pgno, mem)){
-      krefinc(mem);
-      pa = mem;
-      mem = 0;
-    }
+    int m = 0;
+    while(m < n && lookup(ip->dev, ip->inum, pgno + m) == 0)
+      m++;
     release(&pcache.lock);
+    while(k < m && (pas[k] = kalloc()) != 0)
+      k++;
+    if(k > 0)
+      readpages(ip, pgno, pas, k);
+    acquire(&pcache.lock);
+    // The cache's reference is the one kalloc() gave us; krefinc_pages adds the caller's.
+    int listed = 0;
+    while(listed < k && insert(ip->dev, ip->inum, pgno + listed, pas[listed]))
+      listed++;
+    krefinc_pages(pas, listed);
+    release(&pcache.lock);
+    for(int i = listed; i < k; i++)        // the cache filled up: not listed, not kept
+      kfree(pas[i]);
+    k = listed;
   }
   if(!mine)
     iunlock(ip);
-  if(mem)
-    kfree(mem);
-  return pa;
+  return k;
   // LAB mmap: stub
   // (void)insert;   // yours to call: it lists a page
   // return 0;       // a miss fails, as if the cache were full

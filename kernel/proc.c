@@ -289,6 +289,20 @@ fork(void)
   return pid;
 }
 
+// Contract: the pid of the calling process's parent. A process whose parent exited
+// was given to init (reparent), so a child that sees 1 here knows it is an orphan.
+// Takes wait_lock, which protects p->parent.
+int
+getppid(void)
+{
+  struct proc *p = myproc();
+
+  acquire(&wait_lock);
+  int pid = p->parent ? p->parent->pid : 0;
+  release(&wait_lock);
+  return pid;
+}
+
 // Contract: give p's children to initproc. Caller holds wait_lock.
 static void
 reparent(struct proc *p)

@@ -103,6 +103,7 @@ extern uint64 sys_close(void);
 extern uint64 sys_memstat(void);
 extern uint64 sys_mmap(void);
 extern uint64 sys_munmap(void);
+extern uint64 sys_getppid(void);
 
 // System-call number (kernel/syscall.h) -> implementation.
 static uint64 (*syscalls[])(void) = {
@@ -130,6 +131,7 @@ static uint64 (*syscalls[])(void) = {
   [SYS_memstat] sys_memstat,
   [SYS_mmap]    sys_mmap,
   [SYS_munmap]  sys_munmap,
+  [SYS_getppid] sys_getppid,
 };
 
 // Contract: run the system call whose number is in a7 and put its result in a0.

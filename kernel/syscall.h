@@ -23,3 +23,4 @@
 #define SYS_memstat 22
 #define SYS_mmap    23
 #define SYS_munmap  24
+#define SYS_getppid 25

@@ -35,6 +35,13 @@ sys_getpid(void)
   return myproc()->pid;
 }
 
+// getppid(): the parent's pid; 1 (init) once the parent has exited.
+uint64
+sys_getppid(void)
+{
+  return getppid();
+}
+
 // fork(): child's pid in the parent, 0 in the child, -1 on failure.
 uint64
 sys_fork(void)

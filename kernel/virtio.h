@@ -90,6 +90,10 @@ struct virtio_blk_req {
 // Largest number of block buffers one request may carry.
 #define VIRTIO_MAXBUFS 32
 
+// The disk index (virtio_disk.c's disks[]) of the file system's disk, for
+// virtio_disk_pages(); swap's is SWAPDEV (swap.h). Not a file-system device number.
+#define FSDISK 0
+
 // virtio_disk.c, beyond defs.h: read or write n buffers whose data is consecutive on the
 // disk starting at block `blockno` (the buffers' own blockno fields are not consulted,
 // so the log can write cached blocks into its own region). 1 <= n <= VIRTIO_MAXBUFS.

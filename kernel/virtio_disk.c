@@ -313,7 +313,8 @@ virtio_disk_read(void *dst, int n, uint blockno)
 }
 
 // Contract: move the n pages pa[0..n) to or from blocks blockno.. blockno+n-1 of device
-// dev (the swap disk: swap.c), in one request; 1 <= n <= VIRTIO_MAXBUFS. The caller owns
+// dev (SWAPDEV: swap.c; FSDISK: the page cache's fill, fs.c readpages), in one request;
+// 1 <= n <= VIRTIO_MAXBUFS. The caller owns
 // the pages until this returns. Sleeps: process context, no spinlock held. Panics if dev
 // has no device or the blocks are past its end.
 void

@@ -207,6 +207,31 @@ mappages(pagetable_t pagetable, uint64 va, uint64 size, uint64 pa, int perm)
   }
 }
 
+// Contract: map the n pages pas[0..n) at va, va+PGSIZE, ... (va page-aligned, none of
+// them mapped yet) in pagetable with perm|PTE_V. The PTEs of one level-0 table lie side
+// by side, so it walks from the root once per table (512 pages), not once per page: the
+// page cache maps a whole run this way (mmap.c). Returns how many were mapped: n, or
+// fewer if a page-table page could not be had (pages from pas[that] on stay unmapped,
+// and their references the caller's). Panics on a PTE that is valid already.
+int
+mappagelist(pagetable_t pagetable, uint64 va, char **pas, int n, int perm)
+{
+  int i = 0;
+
+  while(i < n){
+    pte_t *pte = walk(pagetable, va + (uint64)i * PGSIZE, 1);
+    if(pte == 0)
+      return i;
+    do {
+      if(*pte & PTE_V)
+        panic("mappagelist: remap");
+      *pte++ = PA2PTE(pas[i]) | perm | PTE_V;
+      i++;
+    } while(i < n && PX(0, va + (uint64)i * PGSIZE) != 0);
+  }
+  return n;
+}
+
 // ---------------------------------------------------------------- user address spaces
 
 // Contract: a new, empty user page table (one zeroed page), or 0 if out of memory.
@@ -616,7 +641,8 @@ swapfault(struct proc *p, uint64 va, pte_t *pte)
 }
 
 // Contract: one attempt at vmfault's job (below), for page-aligned va. can_sleep is 0
-// when the caller holds a spinlock: then a paged-out page cannot be read back (-1).
+// when the caller holds a spinlock (and then not p->vmlock): then a paged-out page cannot
+// be read back, nor a file page mapped (-1).
 static int
 resolve(struct proc *p, uint64 va, int is_store, int can_sleep)
 {
@@ -639,7 +665,9 @@ resolve(struct proc *p, uint64 va, int is_store, int can_sleep)
   // A file page on first touch (-1 unless va is in a region), or, in either policy,
   // again after reclaim dropped it. It is mapped read-only, so a store then takes one
   // more step: cowfault or the MAP_SHARED upgrade above.
-  if(mmapfault(p, va, 0) == 0)
+  // Mapping it may read the file, and mappage() runs under p->vmlock, which vmfault
+  // holds only when it can sleep: under a spinlock the access fails instead.
+  if(can_sleep && mmapfault(p, va, 0) == 0)
     return is_store ? resolve(p, va, 1, can_sleep) : 0;
   return -1;
 }

@@ -30,7 +30,7 @@ from conftest import (
     make_qemu,
     shell_smolprobe,
 )
-from nexos.config import BuildConfig, matrix
+from nexos.config import BuildConfig, llm_cpus, matrix
 from nexos.kvcache import KvShape, active_pages_est
 from nexos.parse import parse_smolprobe
 from nexos.qemu import QemuSession
@@ -153,7 +153,7 @@ def test_readme_model_import_then_make_qemu_llm_model(build_kernel, tmp_path):
     with build_locks([cfg]):
         with make_qemu([*make_args, "MEMSIZE=256", f"PYTHON={sys.executable}"], ROOT,
                        timeout=600) as child:
-            boot_to_shell(child, "nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus=1 mem=256M")
+            boot_to_shell(child, f"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus={llm_cpus()} mem=256M")
             res = shell_smolprobe(child, "smolprobe --prompt-tokens 1,2,3 --gen-len 10")
     # the imported model's geometry: 2 layers, 2 KV heads of 16, 128 positions by default
     assert res.verdict == "LAZY_STYLE" and res.reserve.mapped_pages == 0

@@ -23,6 +23,7 @@ int mkdir(const char*);
 int chdir(const char*);
 int dup(int);
 int getpid(void);
+int getppid(void);   // the parent's pid; 1 (init) once the parent has exited
 char* sbrk(int);
 int sleep(int);
 int uptime(void);

@@ -11,14 +11,14 @@
 ULIB_SRCS := user/ulib.c user/printf.c user/umalloc.c user/umath.c
 ULIB_ASM := user/usys.S
 TESTLIB_SRCS := user/tests/testlib.c
-LLM_SRCS := user/llm/llm.c user/llm/tokenizer.c user/llm/unicode_classes.c user/llm/kv.c
-LLM_HDRS := user/llm/llm.h user/llm/tokenizer.h user/llm/kv.h
+LLM_SRCS := user/llm/llm.c user/llm/tokenizer.c user/llm/unicode_classes.c user/llm/kv.c user/llm/harts.c
+LLM_HDRS := user/llm/llm.h user/llm/tokenizer.h user/llm/kv.h user/llm/harts.h
 
 # Programs: user/NAME.c, user/tests/NAME.c (linked with testlib), user/NAME/*.c.
 CLASSIC_PROGS := init sh cat echo grep kill ln ls mkdir rm wc cksum
 TEST_PROGS := usertests lazytests cowtests mmaptests stress fptest freecheck forkbench readbench \
-	mkbig mapwrite tokcheck pagein swaptest
+	mkbig mapwrite tokcheck pagein swaptest hartstest
 FOLDER_PROGS := smolprobe smolserve
 
 # The programs the model library is linked into.
-LLM_PROGS := tokcheck smolprobe smolserve
+LLM_PROGS := tokcheck smolprobe smolserve hartstest

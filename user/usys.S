@@ -147,3 +147,9 @@ munmap:
   li a7, SYS_munmap
   ecall
   ret
+
+.global getppid
+getppid:
+  li a7, SYS_getppid
+  ecall
+  ret

@@ -18,10 +18,12 @@ from nexos.build import BuildError, build_all, ensure_built
 from nexos.compare import ProbeFailed, compare_probes, probe_record, run_probe, run_probes
 from nexos.config import (
     ALL_CONFIGS,
+    MAX_CPUS,
     MAX_SWAPSIZE,
     BuildConfig,
     ConfigError,
     find_repo,
+    llm_cpus,
     matrix,
 )
 from nexos.doctor import doctor
@@ -136,6 +138,9 @@ mem_opt = click.option("--mem", "memsize", type=int, default=512, show_default=T
                        help="Guest RAM in MiB (MEMSIZE).")
 cpus_opt = click.option("--cpus", type=click.IntRange(1, 8), default=1, show_default=True,
                         help="Harts (-smp).")
+llm_cpus_opt = click.option("--cpus", type=click.IntRange(1, MAX_CPUS), default=llm_cpus(),
+                            show_default=True,
+                            help="Harts (-smp); smolprobe uses them all (docs/harts.md).")
 swap_opt = click.option("--swap", "swapsize", type=click.IntRange(0, MAX_SWAPSIZE), default=0,
                         show_default=True, metavar="MiB",
                         help="Boot with a swap disk of this many MiB (a private sparse file "
@@ -319,17 +324,18 @@ def run(lazy: int, cow: int, memsize: int, cpus: int, swapsize: int, llm: bool,
 @bit_option("--lazy", 1, "LAZY_ALLOC.")
 @bit_option("--cow", 0, "COW_ALLOC (smolprobe does not fork unless --samples).")
 @mem_opt
+@llm_cpus_opt
 @click.option("--timeout", type=float, default=900.0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the parsed record as JSON.")
 @nobuild_opt
 @click.argument("smolprobe_args", nargs=-1, type=click.UNPROCESSED)
-def probe(lazy: int, cow: int, memsize: int, timeout: float, as_json: bool, no_build: bool,
-          smolprobe_args: tuple[str, ...]) -> None:
+def probe(lazy: int, cow: int, memsize: int, cpus: int, timeout: float, as_json: bool,
+          no_build: bool, smolprobe_args: tuple[str, ...]) -> None:
     """Run smolprobe once and show its parsed result.
 
     Arguments after the options go to smolprobe (default: --prompt-tokens 1,2,3 --gen-len 10;
     or e.g. -- --chat "What is the capital of France?")."""
-    cfg = BuildConfig(lazy, cow, memsize)
+    cfg = BuildConfig(lazy, cow, memsize, cpus)
     try:
         req = ProbeRequest.from_args(smolprobe_args)
     except ValueError as e:
@@ -351,15 +357,17 @@ def probe(lazy: int, cow: int, memsize: int, timeout: float, as_json: bool, no_b
 
 @cli.command()
 @mem_opt
+@llm_cpus_opt
 @click.option("--gen-len", type=click.IntRange(1), default=TEXT_GEN, show_default=True,
               help="The longest answer, in tokens (it ends earlier at <|im_end|>).")
 @click.option("--timeout", type=float, default=900.0, show_default=True)
 @nobuild_opt
 @click.argument("question")
-def chat(memsize: int, gen_len: int, timeout: float, no_build: bool, question: str) -> None:
+def chat(memsize: int, cpus: int, gen_len: int, timeout: float, no_build: bool,
+         question: str) -> None:
     """Ask the model on the LLM image one QUESTION (smolprobe --chat) in a lazy kernel
     (lazy1-cow0): its answer, then the KV pages the answer really mapped."""
-    cfg = BuildConfig(1, 0, memsize)
+    cfg = BuildConfig(1, 0, memsize, cpus)
     req = ProbeRequest(gen_len=gen_len, text=("--chat", question))
     run_ = run_probe(prepare([cfg], True, no_build), cfg, req, timeout)
     if run_.problem:

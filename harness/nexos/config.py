@@ -9,6 +9,14 @@ from pathlib import Path
 DEFAULT_MEMSIZE = 512  # MiB; the Makefile's default MEMSIZE
 DEFAULT_CPUS = 1
 MAX_CPUS = 8  # NCPU in kernel/param.h
+LLM_CPUS = 2  # harts the model's programs boot with where the host has the cores (make qemu-llm)
+
+
+def llm_cpus() -> int:
+    """Harts for a boot that runs the model (nexos chat, nexos probe): LLM_CPUS where the
+    host has that many cores, else 1 (smolprobe splits its matvecs across them, docs/harts.md;
+    a guest hart without a host core only waits)."""
+    return min(LLM_CPUS, os.cpu_count() or 1)
 MIN_MEMSIZE, MAX_MEMSIZE = 128, 2048  # what the Makefile accepts
 DEFAULT_SWAPSIZE = 0  # MiB; no swap disk
 MAX_SWAPSIZE = 4096   # the Makefile's limit on SWAPSIZE

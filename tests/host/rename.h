@@ -22,6 +22,7 @@
 #define chdir host_chdir
 #define dup host_dup
 #define getpid host_getpid
+#define getppid host_getppid
 #define sbrk host_sbrk
 #define mmap host_mmap
 #define munmap host_munmap

@@ -116,6 +116,13 @@ static int g_fork(void) { return fork(); }
 static int g_pipe(int *fds) { return pipe(fds); }
 static int g_kill(int pid) { return kill(pid, SIGKILL); }  // NexOS kill: the process dies
 static int g_getpid(void) { return getpid(); }
+static int g_getppid(void) { return getppid(); }
+static int g_unlink(const char *path) { return unlink(path); }
+static void g_sleep_ms(long ms)
+{
+  struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+  nanosleep(&ts, 0);
+}
 static int g_vsnprintf(char *b, int n, const char *f, va_list ap) { return vsnprintf(b, n, f, ap); }
 
 // wait() with an int* status in NexOS's sense: the child's exit status.
@@ -176,6 +183,14 @@ getpid(void)
   return g_getpid();
 }
 
+// getppid(): the parent's pid; once the parent has exited, init's (NexOS) or a
+// subreaper's (Linux): user/llm/harts.c only asks whether it changed.
+int
+getppid(void)
+{
+  return g_getppid();
+}
+
 int
 write(int fd, const void *buf, int n)
 {
@@ -226,6 +241,20 @@ int
 munmap(void *addr, uint64 len)
 {
   return g_munmap(addr, len);
+}
+
+int
+unlink(const char *path)
+{
+  return g_unlink(path);
+}
+
+// sleep(n): n NexOS clock ticks of 10 ms (user/llm/harts.c's idle helpers poll with it).
+int
+sleep(int n)
+{
+  g_sleep_ms(n > 0 ? 10L * n : 0);
+  return 0;
 }
 
 // Grow (or shrink) the arena's break by n bytes; the old break, or (char*)-1.

@@ -6,6 +6,7 @@
 #include "kernel/fcntl.h"
 #include "user/user.h"
 #include "user/llm/llm.h"
+#include "user/llm/harts.h"
 
 // The numerics must round exactly like the numpy reference (nexos.model.reference):
 // a*b+c is a multiply rounded to float then an add, never a fused multiply-add.
@@ -822,6 +823,21 @@ prepare(struct prepared *in, const struct config *c, const float *x, int n)
     prepare_q(in, x, n);
 }
 
+// The bytes of each buffer of one position's prepared input (struct prepared): xq, xs,
+// xsum, xp (int8 path), then qxp, qxp4, qsum, qX (Q8_0/Q4_1 path).
+static void
+prepared_bytes(const struct config *c, uint64 *bytes)
+{
+  int big = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+  int gs = c->group_size ? c->group_size : 1;
+  bytes[0] = big;
+  bytes[1] = big / gs * sizeof(float);
+  bytes[2] = big / gs * sizeof(int);
+  bytes[3] = big / 2 * sizeof(uint64) + 8;
+  bytes[4] = bytes[5] = big / 2 * sizeof(uint64);
+  bytes[6] = bytes[7] = big / QK * sizeof(int) + 4;
+}
+
 void
 prepare_input(struct state *s, const struct config *c, const float *x, int n)
 {
@@ -831,9 +847,9 @@ prepare_input(struct state *s, const struct config *c, const float *x, int n)
 // out[r] = W[r] . x for a float32 matrix (4 partial sums; order differs from numpy's BLAS
 // by rounding only).
 static void
-matvec_f32(const struct matrix *m, const float *x, float *out)
+matvec_f32(const struct matrix *m, const float *x, float *out, int r0, int r1)
 {
-  for(int r = 0; r < m->rows; r++){
+  for(int r = r0; r < r1; r++){
     const float *w = m->f + (uint64)r * m->cols;
     float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
     int i = 0;
@@ -868,13 +884,14 @@ group_dot_plain(const uchar *q, const signed char *x, int n)
 // under TCG); the odd last row, or every row when the weights are not 8-aligned, takes
 // the plain loop: the same integers.
 static void LLM_HOT
-matvec_int8(const struct matrix *m, const struct prepared *in, int gs, float *out)
+matvec_int8(const struct matrix *m, const struct prepared *in, int gs, float *out, int r0,
+            int r1)
 {
   int cols = m->cols, ng = cols / gs, words = gs / 8;
   int fast = gs % 8 == 0 && gs <= 4096 && ((uint64)m->q & 7) == 0 && cols % 8 == 0;
-  int r = 0;
+  int r = r0;
   if(fast){
-    for(; r + 2 <= m->rows; r += 2){
+    for(; r + 2 <= r1; r += 2){
       const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * cols), *w1 = w0 + cols / 8;
       const float *s0 = m->s + (uint64)r * ng, *s1 = s0 + ng;
       const uint64 *xp = in->xp;
@@ -895,7 +912,7 @@ matvec_int8(const struct matrix *m, const struct prepared *in, int gs, float *ou
       out[r + 1] = acc1;
     }
   }
-  for(; r < m->rows; r++){
+  for(; r < r1; r++){
     const uchar *q = m->q + (uint64)r * cols;
     const float *sr = m->s + (uint64)r * ng;
     float acc = 0.0f;
@@ -946,12 +963,12 @@ q8_0_block2(const uint64 *w0, const uint64 *w1, const uint64 *xp, int xsum, int 
 // scheduling before register allocation: it hoists every load of a block and spills
 // (under TCG a spilled register is a memory access; measured 2x slower).
 static void LLM_HOT __attribute__((optimize("no-schedule-insns")))
-matvec_q8_0(const struct matrix *m, const struct prepared *in, float *out)
+matvec_q8_0(const struct matrix *m, const struct prepared *in, float *out, int from, int to)
 {
-  int nb = m->cols / QK, r = 0;
+  int nb = m->cols / QK;
   const int *X = in->qX, *sx = in->qsum;
-  for(; r < m->rows; r += 2){
-    int r1 = r + 1 < m->rows ? r + 1 : r;       // an odd last row pairs with itself
+  for(int r = from; r < to; r += 2){
+    int r1 = r + 1 < to ? r + 1 : r;            // an odd last row pairs with itself
     const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * m->cols);
     const uint64 *w1 = (const uint64 *)(m->q + (uint64)r1 * m->cols);
     const short *d0 = m->dm + (uint64)r * nb, *d1 = m->dm + (uint64)r1 * nb;
@@ -1002,12 +1019,12 @@ q4_1_block2(const uint64 *w0, const uint64 *w1, const uint64 *xp, int *isum0, in
 // acc += X[b] * (D[r][b] * isum + M[r][b] * sx[b]), one float conversion per row.
 // Two rows share the input loads; no early instruction scheduling (see matvec_q8_0).
 static void LLM_HOT __attribute__((optimize("no-schedule-insns")))
-matvec_q4_1(const struct matrix *m, const struct prepared *in, float *out)
+matvec_q4_1(const struct matrix *m, const struct prepared *in, float *out, int from, int to)
 {
-  int nb = m->cols / QK, r = 0;
+  int nb = m->cols / QK;
   const int *X = in->qX, *sx = in->qsum;
-  for(; r < m->rows; r += 2){
-    int r1 = r + 1 < m->rows ? r + 1 : r;       // an odd last row pairs with itself
+  for(int r = from; r < to; r += 2){
+    int r1 = r + 1 < to ? r + 1 : r;            // an odd last row pairs with itself
     const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * m->cols / 2);
     const uint64 *w1 = (const uint64 *)(m->q + (uint64)r1 * m->cols / 2);
     const short *dm0 = m->dm + 2UL * r * nb, *dm1 = m->dm + 2UL * r1 * nb;
@@ -1024,19 +1041,23 @@ matvec_q4_1(const struct matrix *m, const struct prepared *in, float *out)
   }
 }
 
-// out = W x for the input prepared in in.
+// Rows [r0, r1) of out = W x for the input prepared in in.
 static void
-matvec_in(const struct model *mo, const struct matrix *m, const struct prepared *in, float *out)
+matvec_rows(const struct model *mo, const struct matrix *m, const struct prepared *in,
+            float *out, int r0, int r1)
 {
   if(m->type == WEIGHT_INT8)
-    matvec_int8(m, in, mo->c.group_size, out);
+    matvec_int8(m, in, mo->c.group_size, out, r0, r1);
   else if(m->type == WEIGHT_Q8_0)
-    matvec_q8_0(m, in, out);
+    matvec_q8_0(m, in, out, r0, r1);
   else if(m->type == WEIGHT_Q4_1)
-    matvec_q4_1(m, in, out);
+    matvec_q4_1(m, in, out, r0, r1);
   else
-    matvec_f32(m, in->xf, out);
+    matvec_f32(m, in->xf, out, r0, r1);
 }
+
+static void matvec_in(const struct model *mo, const struct matrix *m,
+                      const struct prepared *in, float *out);
 
 void
 matvec(const struct model *mo, const struct matrix *m, const struct state *s, float *out)
@@ -1050,15 +1071,17 @@ matvec(const struct model *mo, const struct matrix *m, const struct state *s, fl
 // both: packed pair j of block b of position k at x2[(16b + j) * 2 + k], its block sum and
 // fixed-point scale at s2[2b + k] and X2[2b + k].
 static void
-interleave2(struct block *bk, const struct prepared *in, int nb)
+interleave2(struct pairin *pi, const struct prepared *in, int nb)
 {
   for(int b = 0; b < nb; b++)
     for(int k = 0; k < 2; k++){
       for(int j = 0; j < 16; j++)
-        bk->x2[(16 * b + j) * 2 + k] = in[k].qxp4[16 * b + j];
-      bk->s2[2 * b + k] = in[k].qsum[b];
-      bk->X2[2 * b + k] = in[k].qX[b];
+        pi->x2[(16 * b + j) * 2 + k] = in[k].qxp4[16 * b + j];
+      pi->s2[2 * b + k] = in[k].qsum[b];
+      pi->X2[2 * b + k] = in[k].qX[b];
     }
+  pi->ex[0] = in[0].qex;
+  pi->ex[1] = in[1].qex;
 }
 
 // q4_1_block2 for two positions: each weight word is loaded and each nibble pair masked
@@ -1090,21 +1113,22 @@ q4_1_block2x2(const uint64 *w0, const uint64 *w1, const uint64 *x2, int *i)
   i[3] = high_lane(t11);
 }
 
-// matvec_q4_1 for the two positions interleaved in bk (interleave2; their exponents
-// ex[k]): row r of position k to out[k * stride + r]. Integer sums are exact, so the
-// result is matvec_q4_1's per position, bit for bit.
+// Rows [from, to) of matvec_q4_1 for the two positions interleaved in pi (interleave2):
+// row r of position k to out[k * stride + r]. Integer sums are exact, so the result is
+// matvec_q4_1's per position, bit for bit.
 static void LLM_HOT __attribute__((optimize("no-schedule-insns")))
-matmul2_q4_1(const struct matrix *m, const struct block *bk, const int *ex, float *out,
-             int stride)
+matmul2_q4_1(const struct matrix *m, const struct pairin *pi, float *out, int stride, int from,
+             int to)
 {
   int nb = m->cols / QK;
-  for(int r = 0; r < m->rows; r += 2){
-    int r1 = r + 1 < m->rows ? r + 1 : r;       // an odd last row pairs with itself
+  const int *ex = pi->ex;
+  for(int r = from; r < to; r += 2){
+    int r1 = r + 1 < to ? r + 1 : r;            // an odd last row pairs with itself
     const uint64 *w0 = (const uint64 *)(m->q + (uint64)r * m->cols / 2);
     const uint64 *w1 = (const uint64 *)(m->q + (uint64)r1 * m->cols / 2);
     const short *dm0 = m->dm + 2UL * r * nb, *dm1 = m->dm + 2UL * r1 * nb;
-    const uint64 *x2 = bk->x2;
-    const int *X = bk->X2, *sx = bk->s2;
+    const uint64 *x2 = pi->x2;
+    const int *X = pi->X2, *sx = pi->s2;
     long a00 = 0, a01 = 0, a10 = 0, a11 = 0;
     for(int b = 0; b < nb; b++, w0 += 2, w1 += 2, x2 += 32, dm0 += 2, dm1 += 2, X += 2,
         sx += 2){
@@ -1122,21 +1146,149 @@ matmul2_q4_1(const struct matrix *m, const struct block *bk, const int *ex, floa
   }
 }
 
+// ---------------------------------------------------------------- every hart at work
+
+// A matvec split by rows across the team's harts (user/llm/harts.h, docs/harts.md): the
+// job, its input and its output live in the team's shared arena; each hart computes its
+// rows straight from the weights (mapped, the same in every process). Everything else of
+// struct state stays private, so a process forked from the owner (smolprobe --samples'
+// branches) feeds alone with its own buffers (harts_count() is 1 there).
+struct rowjob {
+  const struct model *mo;
+  const struct matrix *m;
+  int pair;               // 1: two positions interleaved in p (matmul2_q4_1); 0: one, in
+  struct prepared in;     // the arena's copy of the caller's prepared input
+  struct pairin p;
+  int r0, r1;             // the rows of this job (a long matrix takes several jobs)
+  float *out;             // [2][TEAM_ROWS] in the arena: rows r0.. of each position
+  int stride;             // out's second position: out + stride
+};
+static struct rowjob *team;   // in the arena; 0 without a team
+#define TEAM_ROWS 2048        // rows of one job: a long matrix (the classifier) takes several,
+                              // so that the arena, written back at exit, stays small
+
+// One hart's part of the job arg (harts_run's fn): rows [j->r0, j->r1) split at even
+// boundaries (the kernels take rows in pairs) into n shares as equal as that allows. The
+// kernels index out by row, so they get out moved back by r0.
+static void
+rows_job(void *arg, int hart, int n)
+{
+  struct rowjob *j = arg;
+  int rows = j->r1 - j->r0, share = (rows + 2 * n - 1) / (2 * n) * 2;
+  int from = j->r0 + (hart * share < rows ? hart * share : rows);
+  int to = from + share < j->r1 ? from + share : j->r1;
+  float *out = j->out - j->r0;
+  if(j->pair)
+    matmul2_q4_1(j->m, &j->p, out, j->stride, from, to);
+  else
+    matvec_rows(j->mo, j->m, &j->in, out, from, to);
+}
+
+// Copy the parts of in that a matrix of type t over n columns reads into the job's arena
+// buffers.
+static void
+copy_prepared(struct prepared *to, const struct prepared *in, const struct config *c, int t,
+              int n)
+{
+  if(t == WEIGHT_F32){
+    memcpy((float *)to->xf, in->xf, n * sizeof(float));
+  } else if(t == WEIGHT_INT8){
+    int gs = c->group_size;
+    memcpy(to->xq, in->xq, n);
+    memcpy(to->xs, in->xs, n / gs * sizeof(float));
+    memcpy(to->xsum, in->xsum, n / gs * sizeof(int));
+    memcpy(to->xp, in->xp, n / 2 * sizeof(uint64));
+  } else {
+    memcpy(t == WEIGHT_Q8_0 ? to->qxp : to->qxp4, t == WEIGHT_Q8_0 ? in->qxp : in->qxp4,
+           n / 2 * sizeof(uint64));
+    memcpy(to->qsum, in->qsum, n / QK * sizeof(int));
+    memcpy(to->qX, in->qX, n / QK * sizeof(int));
+    to->qex = in->qex;
+  }
+}
+
+// out = W x for the input prepared in in: on every hart of the team when there is one.
+static void
+matvec_in(const struct model *mo, const struct matrix *m, const struct prepared *in, float *out)
+{
+  if(team == 0 || harts_count() == 1){
+    matvec_rows(mo, m, in, out, 0, m->rows);
+    return;
+  }
+  team->mo = mo;
+  team->m = m;
+  team->pair = 0;
+  copy_prepared(&team->in, in, &mo->c, m->type, m->cols);
+  for(int r = 0; r < m->rows; r += TEAM_ROWS){
+    team->r0 = r;
+    team->r1 = r + TEAM_ROWS < m->rows ? r + TEAM_ROWS : m->rows;
+    harts_run(rows_job, team);
+    memcpy(out + r, team->out, (team->r1 - r) * sizeof(float));
+  }
+}
+
+// matmul2_q4_1 for the positions in[0..1] into out and out + stride: on every hart of the
+// team when there is one.
+static void
+matmul2_in(const struct matrix *m, struct block *bk, const struct prepared *in, float *out,
+           int stride)
+{
+  if(team == 0 || harts_count() == 1){
+    interleave2(&bk->pair, in, m->cols / QK);
+    matmul2_q4_1(m, &bk->pair, out, stride, 0, m->rows);
+    return;
+  }
+  interleave2(&team->p, in, m->cols / QK);
+  team->m = m;
+  team->pair = 1;
+  team->stride = TEAM_ROWS;
+  for(int r = 0; r < m->rows; r += TEAM_ROWS){
+    team->r0 = r;
+    team->r1 = r + TEAM_ROWS < m->rows ? r + TEAM_ROWS : m->rows;
+    harts_run(rows_job, team);
+    memcpy(out + r, team->out, (team->r1 - r) * sizeof(float));
+    memcpy(out + stride + r, team->out + TEAM_ROWS, (team->r1 - r) * sizeof(float));
+  }
+}
+
+void
+llm_harts(const struct config *c, int n)
+{
+  int big = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+  uint64 pb[8], bytes = sizeof(struct rowjob) + 64;
+  prepared_bytes(c, pb);
+  uint64 more[] = { big * sizeof(float), pb[0], pb[1], pb[2], pb[3], pb[4], pb[5], pb[6],
+                    pb[7], big / QK * 32 * sizeof(uint64), big / QK * 2 * sizeof(int),
+                    big / QK * 2 * sizeof(int), 2 * TEAM_ROWS * sizeof(float) };
+  for(int i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+    bytes += (more[i] + 63) & ~63UL;
+  harts_start(n, bytes);
+  if(n == 1)
+    return;
+  team = harts_alloc(sizeof(struct rowjob));
+  struct prepared *in = &team->in;
+  in->xf = harts_alloc(more[0]);
+  void **ptrs[] = { (void **)&in->xq, (void **)&in->xs, (void **)&in->xsum, (void **)&in->xp,
+                    (void **)&in->qxp, (void **)&in->qxp4, (void **)&in->qsum,
+                    (void **)&in->qX, (void **)&team->p.x2, (void **)&team->p.s2,
+                    (void **)&team->p.X2, (void **)&team->out };
+  for(int i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++)
+    *ptrs[i] = harts_alloc(more[i + 1]);
+}
+
+// ---------------------------------------------------------------- blocks of positions
+
 // out[k * stride ...] = W x_k for the n positions prepared in bk->in[0..n): a Q4_1 matrix
-// four positions at a time, any other (and the last n % 4) one at a time with matvec's
-// kernels. The numbers are matvec's per position.
+// two positions at a time (matmul2_q4_1), any other (and an odd last position) one at a
+// time with matvec's kernels. The numbers are matvec's per position.
 static void
 matmul(const struct model *mo, const struct matrix *m, struct block *bk, int n, float *out,
        int stride)
 {
   int k = 0;
   if(m->type == WEIGHT_Q4_1)
-    for(; k + 2 <= n; k += 2){
-      const struct prepared *in = bk->in + k;
-      int ex[2] = { in[0].qex, in[1].qex };
-      interleave2(bk, in, m->cols / QK);
-      matmul2_q4_1(m, bk, ex, out + (uint64)k * stride, stride);
-    }
+    for(; k + 2 <= n; k += 2)
+      matmul2_in(m, bk, bk->in + k, out + (uint64)k * stride, stride);
   for(; k < n; k++)
     matvec_in(mo, m, &bk->in[k], out + (uint64)k * stride);
 }
@@ -1224,21 +1376,6 @@ rope_tables(const struct config *c, struct state *s)
 
 // ============================================================================ the run state
 
-// The bytes of each buffer of one position's prepared input (struct prepared): xq, xs,
-// xsum, xp (int8 path), then qxp, qxp4, qsum, qX (Q8_0/Q4_1 path).
-static void
-prepared_bytes(const struct config *c, uint64 *bytes)
-{
-  int big = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
-  int gs = c->group_size ? c->group_size : 1;
-  bytes[0] = big;
-  bytes[1] = big / gs * sizeof(float);
-  bytes[2] = big / gs * sizeof(int);
-  bytes[3] = big / 2 * sizeof(uint64) + 8;
-  bytes[4] = bytes[5] = big / 2 * sizeof(uint64);
-  bytes[6] = bytes[7] = big / QK * sizeof(int) + 4;
-}
-
 // The next 64-byte aligned piece of *next of the given bytes.
 static void *
 take(char **next, uint64 bytes)
@@ -1282,9 +1419,9 @@ block_layout(const struct config *c, struct state *s, char *base)
       in->qX = take(&next, pb[7]);
     }
   }
-  bk->x2 = take(&next, big / QK * 32 * sizeof(uint64));
-  bk->s2 = take(&next, big / QK * 2 * sizeof(int));
-  bk->X2 = take(&next, big / QK * 2 * sizeof(int));
+  bk->pair.x2 = take(&next, big / QK * 32 * sizeof(uint64));
+  bk->pair.s2 = take(&next, big / QK * 2 * sizeof(int));
+  bk->pair.X2 = take(&next, big / QK * 2 * sizeof(int));
   return next - base;
 }
 

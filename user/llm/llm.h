@@ -123,6 +123,13 @@ struct prepared {
   int qex;
 };
 
+// Two positions' Q4_1 inputs interleaved, so that one pointer reaches both (matmul2_q4_1).
+struct pairin {
+  uint64 *x2;              // [max/32][16][2] the packed pairs
+  int *s2, *X2;            // [max/32][2] the block sums and fixed-point scales
+  int ex[2];               // the two exponents (struct prepared's qex)
+};
+
 // The prefill's activations for a block of positions (forward_block): one allocation,
 // base[0..bytes), written only by forward_block() (not in struct state's scratch: a
 // program that forks decoders, as smolprobe --samples, leaves it shared).
@@ -132,8 +139,7 @@ struct block {
   float *x, *xb, *xb2, *q; // [block][dim] each: as struct state's, one row a position
   float *hb, *hb2;         // [block][hidden]
   struct prepared *in;     // [block] each position's prepared input
-  uint64 *x2;              // [max/32][16][2] two positions' Q4_1 input, interleaved
-  int *s2, *X2;            // [max/32][2] their block sums and fixed-point scales
+  struct pairin pair;      // two positions' input as matmul2_q4_1 reads it
 };
 
 // Activations and the KV cache. alloc_state() allocates and touches everything but the
@@ -183,6 +189,11 @@ void map_model_tokenizer(const char *path, struct model *mo);
 // Allocate and touch (memset) everything forward() and the sampler use for s->seq_len
 // positions, except the KV cache; *probs is the sampler's scratch [vocab].
 void alloc_state(const struct config *c, struct state *s, float **probs);
+
+// Run the matvecs of this process on n harts from now on (user/llm/harts.h, docs/harts.md):
+// forks n-1 helpers, each computing its share of every matvec's rows. n == 1: no helpers.
+// Call once, after load_model(); the program calls harts_stop() before it exits.
+void llm_harts(const struct config *c, int n);
 
 // ============================================================================ neural-net blocks
 

@@ -1,6 +1,7 @@
 // smolprobe's command line: parse the flags, load the model, run one request (or hand
 // --samples to samples.c, --bench to bench.c) and print its lines (docs/smolprobe.md).
 #include "user/smolprobe/smolprobe.h"
+#include "kernel/param.h"
 
 static void
 usage(void)
@@ -9,7 +10,8 @@ usage(void)
          "                  --perplexity TEXT) [--gen-len N]\n"
          "                 [--seq-len N] [--model PATH] [--temperature T] [--seed S]\n"
          "                 [--stop-at-eos] [--print-tokens] [--print-logits] [--trace]\n"
-         "                 [--samples N] [--bench] [--no-mmap] [--prefill-block N] [--help]\n"
+         "                 [--samples N] [--bench] [--no-mmap] [--prefill-block N]\n"
+         "                 [--harts N] [--help]\n"
          "       smolprobe --tokenize (--prompt TEXT | --chat TEXT) [--model PATH]\n"
          "Runs a SmolLM-135M-architecture transformer (default model %s) over a KV cache\n"
          "reserved with one sbrk() for --seq-len positions (default 256), and reports how\n"
@@ -43,7 +45,10 @@ usage(void)
          "                   it (weights source=read): a private copy, as a version 1 or\n"
          "                   2 file always is, instead of the page cache's shared pages\n"
          "  --prefill-block N  prompt positions fed at once, each weight read once for\n"
-         "                   them (1..64, default 16; 1: one at a time; the same numbers)\n",
+         "                   them (1..64, default 16; 1: one at a time; the same numbers)\n"
+         "  --harts N        split every matvec's rows across N harts (default: every hart\n"
+         "                   the kernel runs; 1 with --samples, whose branches are the\n"
+         "                   parallelism); the same numbers on any N (docs/harts.md)\n",
          DEFAULT_MODEL);
 }
 
@@ -142,7 +147,7 @@ parse_args(int argc, char **argv, struct options *o)
   o->gen_len = -1;
   o->temperature = -1.0f;
   o->block = LLM_PREFILL_BLOCK;
-  o->harts = 1;
+  o->harts = 0;
   for(int i = 1; i < argc; i++){
     const char *a = argv[i];
     if(strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0){
@@ -180,6 +185,8 @@ parse_args(int argc, char **argv, struct options *o)
       o->tokenize = 1;
     } else if(strcmp(a, "--no-mmap") == 0){
       o->no_mmap = 1;
+    } else if(strcmp(a, "--harts") == 0){
+      o->harts = parse_long(a, flag_value(argc, argv, &i), 1, NCPU);
     } else if(strcmp(a, "--prefill-block") == 0){
       o->block = parse_long(a, flag_value(argc, argv, &i), 1, LLM_MAX_BLOCK);
     } else if(strcmp(a, "--prompt") == 0 || strcmp(a, "--chat") == 0){
@@ -284,6 +291,31 @@ print_kv_hash(const struct config *c, const struct state *s, int rows)
   printf("[smolprobe] test_kv_hash rows=%d fnv=%x\n", rows, h);
 }
 
+// The harts the matvecs run on: --harts N, or every hart the kernel runs (memstat's ncpu);
+// one with --samples. Starts the team (llm_harts: forks the helpers).
+static void
+start_harts(const struct config *c, struct options *o)
+{
+  struct memstat m;
+  if(memstat(&m) < 0)
+    llm_die("memstat failed", "");
+  int ncpu = m.ncpu > 0 ? m.ncpu : 1;
+  if(o->harts > ncpu){
+    fprintf(2, "[smolprobe] error: --harts %d: the kernel runs %d hart%s (make CPUS=n)\n",
+            o->harts, ncpu, ncpu == 1 ? "" : "s");
+    exit(1);
+  }
+  if(o->samples){
+    if(o->harts > 1)
+      llm_die("--harts N > 1 does not go with --samples (its branches are the harts' work)",
+              "");
+    o->harts = 1;
+  }
+  if(o->harts == 0)
+    o->harts = ncpu;
+  llm_harts(c, o->harts);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -321,6 +353,7 @@ main(int argc, char **argv)
     exit(0);
   }
   check_request(&mo.c, &o);
+  start_harts(&mo.c, &o);
   int total = o.n_prompt + o.gen_len;
   printf("[smolprobe] request prompt_tokens=%d gen_tokens=%d\n", o.n_prompt, o.gen_len);
 
@@ -367,6 +400,7 @@ main(int argc, char **argv)
     print_list("[smolprobe] logits=", 0, s.logits, mo.c.vocab_size);
   if(o.bench)
     run_bench(&mo, &s);
+  harts_stop();
   exit(0);
 }
 

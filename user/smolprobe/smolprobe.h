@@ -21,6 +21,7 @@
 #include "user/llm/llm.h"
 #include "user/llm/tokenizer.h"
 #include "user/llm/kv.h"
+#include "user/llm/harts.h"
 
 #define PGSIZE 4096
 #define DEFAULT_MODEL "/model.bin"
@@ -45,7 +46,7 @@ struct options {
   int bench;            // --bench: the int8 micro-benchmark (alone, or after the request)
   int tokenize;         // --tokenize: encode the text, print its tokens, run no model
   int no_mmap;          // --no-mmap: read the model into the heap, never map it
-  int harts;            // harts the model's matvecs run on
+  int harts;            // --harts N: harts the matvecs run on (0: all the kernel runs)
   int block;            // --prefill-block N: prompt positions fed at once (forward_block)
   int kill_branch;      // --test-kill-branch K (host test build only): branch K kills
                         // itself (K+1; 0: none)

@@ -448,6 +448,40 @@ static void exitwb(void)
   unlink("mm_exit");
 }
 
+// A file unlinked while mapped (user/llm/harts.c's arena): a MAP_SHARED page stays one
+// page for a parent and its forked child; munmap writes back while an fd can still read the
+// file; once the mapping holds the last reference, munmap may skip the write (nobody can
+// read it), and the cache lets go of every page either way.
+static void unlinked(void)
+{
+  char c[8];
+  make_file("mm_unl", PGSIZE, 17);
+  int fd = xopen("mm_unl", O_RDWR);
+  char *p = xmap(PGSIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  CHECK(unlink("mm_unl") == 0, "unlink of a mapped file");
+  p[5] = 'U';
+  CHECK(munmap(p, PGSIZE) == 0, "munmap failed");
+  CHECK(read(fd, c, 8) == 8 && c[5] == 'U' && c[4] == pattern(17, 4),
+        "munmap did not write back a page an open fd can read");
+  p = xmap(PGSIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);   // the mapping holds the file's last reference from here on
+  p[6] = 'P';
+  int pid = fork();
+  CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    p[7] = 'C';   // the same page as the parent's: no copy, in every configuration
+    exit(p[6] == 'P' ? 0 : 1);
+  }
+  int st;
+  CHECK(wait(&st) == pid && st == 0, "the child did not see the parent's store");
+  CHECK(p[7] == 'C' && p[5] == 'U', "the parent did not see the child's store");
+  CHECK(munmap(p, PGSIZE) == 0, "munmap of the last mapping");
+  struct memstat m;
+  snap(&m);
+  CHECK(m.pagecache_pages == 0, "pagecache_pages %d after the last munmap",
+        (int)m.pagecache_pages);
+}
+
 // Last: nothing is left in the page cache.
 static void empty(void)
 {
@@ -469,6 +503,7 @@ static const struct test tests[] = {
   { "errors", errors, 1 },
   { "shareone", shareone, 1 },
   { "exitwb", exitwb, 1 },
+  { "unlinked", unlinked, 1 },
   { "empty", empty, 1 },
   { 0, 0, 0 },
 };
