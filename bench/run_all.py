@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 BENCHES = ("build_time", "boot_time", "read_throughput", "fork_cow", "smolprobe_speed",
-           "smolprobe_int8", "smolprobe_real", "first_token", "cow_parallel",
+           "smolprobe_int8", "smolprobe_real", "first_token", "inference_speed",
+           "cow_parallel",
            "smolserve_capacity", "smolserve_prefix", "smolserve_weights", "swap_pagein",
            "smolserve_swap",
            "compare_time", "grade_time", "suite_time")

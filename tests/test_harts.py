@@ -18,8 +18,8 @@ from nexos.qemu import QemuSession
 MATRIX = [(0, 0), (0, 1), (1, 0), (1, 1)]
 OK_RE = re.compile(r"^hartstest: OK harts=(\d+) .*speedup=([\d.]+) sum_speedup=([\d.]+) "
                    r"run_us=(\d+) stop_us=(\d+) arena_kb=8$", re.M)
-KILLED_RE = re.compile(r"^\[hartstest\] error: harts: hart 1 \(pid \d+\) did not finish a job "
-                       r"in 300 ms \(killed\?\)$", re.M)
+KILLED_RE = re.compile(r"^\[hartstest\] error: harts: a helper did not finish its part of a "
+                       r"job in 300 ms \(killed\?\)$", re.M)
 FREE_RE = re.compile(r"freecheck free_pages=(\d+)")
 
 

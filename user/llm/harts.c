@@ -32,9 +32,10 @@ struct team {
   void (*fn)(void *, int, int);                // the job (same text in every process)
   void *arg;
   int stop;                                    // 1: the next generation means "exit"
-  int n;                                       // harts in the team
-  // written by helper h: the last generation it finished
-  struct { uint64 done __attribute__((aligned(LINE))); } hart[NCPU];
+  int n;                                       // harts in the team, and parts of a job
+  // written by every hart
+  uint64 next __attribute__((aligned(LINE)));  // gen << 32 | the next part to claim
+  uint64 finished __attribute__((aligned(LINE)));  // parts of the job finished
 };
 
 // This process's view of the team. A forked child gets a copy and finds itself no owner.
@@ -82,6 +83,36 @@ await_job(uint64 seen)
   }
 }
 
+// Contract: claim the next part of job gen: its number, or -1 when every part is taken
+// or gen is over. A compare-and-swap of gen and part together, so that a helper that
+// wakes late, still thinking of an older job, never takes a part of a newer one.
+static int
+claim(uint64 gen)
+{
+  uint64 w = __atomic_load_n(&team->next, __ATOMIC_ACQUIRE);
+  for(;;){
+    if(w >> 32 != gen || (uint32)w >= team->n)
+      return -1;
+    if(__atomic_compare_exchange_n(&team->next, &w, w + 1, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+      return (uint32)w;
+  }
+}
+
+// Contract: run parts of job gen as long as there are unclaimed ones, counting each in
+// team->finished (release: its results are visible to whoever sees the count). fn and
+// arg are read only after a claim succeeded, when they are gen's (hart 0 posts no other
+// job before every part of gen has finished).
+static void
+run_parts(uint64 gen)
+{
+  int k;
+  while((k = claim(gen)) >= 0){
+    team->fn(team->arg, k, team->n);
+    __atomic_add_fetch(&team->finished, 1, __ATOMIC_RELEASE);
+  }
+}
+
 // Contract: the life of helper h (in a child forked by harts_start): run each posted
 // job as hart h and publish its generation; exit at a stop or when hart 0 is gone.
 // Never returns.
@@ -95,8 +126,7 @@ helper(int h)
     seen = await_job(seen);
     if(team->stop)
       exit(0);
-    team->fn(team->arg, h, team->n);
-    __atomic_store_n(&team->hart[h].done, seen, __ATOMIC_RELEASE);
+    run_parts(seen);
   }
 }
 
@@ -220,22 +250,25 @@ harts_alloc(uint64 bytes)
   return p;   // zero: the file was written with zeros, the malloc'd block memset
 }
 
-// Contract: in the owner, with the job posted as gen: spin until helper h has finished
-// it; die if that takes longer than timeout_ms (h was killed, or is stuck).
+// Contract: in the owner, with the job posted as gen and no part left to claim: spin
+// until the helpers' parts have finished; die if that takes longer than timeout_ms (a
+// helper was killed inside its part, or is stuck).
 static void
-await_helper(int h, uint64 gen, uint64 start)
+await_parts(uint64 start)
 {
-  for(uint64 i = 1; __atomic_load_n(&team->hart[h].done, __ATOMIC_ACQUIRE) != gen; i++){
+  for(uint64 i = 1; __atomic_load_n(&team->finished, __ATOMIC_ACQUIRE) != team->n; i++){
     if(i % CHECK_EVERY == 0 && clock_us() - start > (uint64)timeout_ms * 1000){
-      fprintf(2, "[%s] error: harts: hart %d (pid %d) did not finish a job in %d ms "
-              "(killed?)\n", llm_name, h, pids[h], timeout_ms);
+      fprintf(2, "[%s] error: harts: a helper did not finish its part of a job in %d ms "
+              "(killed?)\n", llm_name, timeout_ms);
       exit(1);
     }
   }
 }
 
-// Contract: harts.h. Posts the job (release of gen), runs hart 0's share, then waits
-// for each helper's done (acquire).
+// Contract: harts.h. Posts the job (release of next and gen), then claims parts like
+// every helper, then waits for the parts helpers took. A helper whose hart the host is
+// not running (two guest harts on one busy host core) takes no part, and hart 0 does
+// the work itself instead of waiting for it.
 void
 harts_run(void (*fn)(void *arg, int hart, int n), void *arg)
 {
@@ -246,12 +279,13 @@ harts_run(void (*fn)(void *arg, int hart, int n), void *arg)
   running = 1;
   team->fn = fn;
   team->arg = arg;
+  team->finished = 0;
   uint64 gen = team->gen + 1;
+  __atomic_store_n(&team->next, gen << 32, __ATOMIC_RELEASE);
   __atomic_store_n(&team->gen, gen, __ATOMIC_RELEASE);
   uint64 start = clock_us();
-  fn(arg, 0, nharts);
-  for(int h = 1; h < nharts; h++)
-    await_helper(h, gen, start);
+  run_parts(gen);
+  await_parts(start);
   running = 0;
 }
 

@@ -4,10 +4,10 @@
 // A team is the calling process (hart 0) and n-1 helper processes forked from it. They
 // share a small arena: a MAP_SHARED mapping of a file created, mapped and unlinked at
 // once, so every process maps the same page-cache pages. The team's control block lives at
-// the arena's start; harts_alloc() carves the rest. A job is posted by bumping a
-// generation counter (release); each helper runs it and publishes the generation it
-// finished (release); hart 0 runs its own share and spins until every helper's count
-// matches (acquire). An idle helper spins a little, then polls with sleep(1), and exits
+// the arena's start; harts_alloc() carves the rest. A job of n parts is posted by bumping
+// a generation counter (release); every hart, hart 0 too, claims parts with a
+// compare-and-swap and counts each it finished (release); hart 0 spins until the count is
+// n (acquire). An idle helper spins a little, then polls with sleep(1), and exits
 // when the team stops or its parent (hart 0) is gone.
 //
 // Why processes: NexOS has no threads. fork() gives every helper the same file pages of
@@ -33,7 +33,10 @@ void harts_start(int n, uint64 shared_bytes);
 // page later. Dies if the arena (shared_bytes) is used up or there is no team.
 void *harts_alloc(uint64 bytes);
 
-// Run fn(arg, hart, n) on every hart (the caller as hart 0) and return when all returned.
+// Run fn(arg, k, n) for every part k of n (n: the team's harts) and return when all
+// returned. The harts claim parts as they come, the caller too: one whose hart the host
+// is not running takes none, and the others do its share (so fn must depend on the part,
+// never on which hart runs it).
 // arg, and whatever fn writes, must be in the arena (or be data identical in every
 // process, such as the model's weights, for reading). In any process but the team's owner
 // (a process forked from it later), before harts_start(), or nested inside a job, it

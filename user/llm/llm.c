@@ -1146,6 +1146,14 @@ matmul2_q4_1(const struct matrix *m, const struct pairin *pi, float *out, int st
   }
 }
 
+// SwiGLU's product in place: g[i] = silu(g[i]) * u[i] = g / (1 + e^-g) * u, i < n.
+static void
+silu_mul(float *g, const float *u, int n)
+{
+  for(int i = 0; i < n; i++)
+    g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
+}
+
 // ---------------------------------------------------------------- every hart at work
 
 // A matvec split by rows across the team's harts (user/llm/harts.h, docs/harts.md): the
@@ -1156,13 +1164,18 @@ matmul2_q4_1(const struct matrix *m, const struct pairin *pi, float *out, int st
 struct rowjob {
   const struct model *mo;
   const struct matrix *m;
-  int pair;               // 1: two positions interleaved in p (matmul2_q4_1); 0: one, in
+  const struct matrix *up; // JOB_SWIGLU's second matrix
+  int kind;               // JOB_ONE: one position, in in; JOB_PAIR: two positions
+                          // interleaved in p (matmul2_q4_1); JOB_SWIGLU: see swiglu()
   struct prepared in;     // the arena's copy of the caller's prepared input
   struct pairin p;
   int r0, r1;             // the rows of this job (a long matrix takes several jobs)
   float *out;             // [2][TEAM_ROWS] in the arena: rows r0.. of each position
   int stride;             // out's second position: out + stride
 };
+#define JOB_ONE 0
+#define JOB_PAIR 1
+#define JOB_SWIGLU 2
 static struct rowjob *team;   // in the arena; 0 without a team
 #define TEAM_ROWS 2048        // rows of one job: a long matrix (the classifier) takes several,
                               // so that the arena, written back at exit, stays small
@@ -1178,10 +1191,14 @@ rows_job(void *arg, int hart, int n)
   int from = j->r0 + (hart * share < rows ? hart * share : rows);
   int to = from + share < j->r1 ? from + share : j->r1;
   float *out = j->out - j->r0;
-  if(j->pair)
+  if(j->kind == JOB_PAIR)
     matmul2_q4_1(j->m, &j->p, out, j->stride, from, to);
   else
     matvec_rows(j->mo, j->m, &j->in, out, from, to);
+  if(j->kind == JOB_SWIGLU){
+    matvec_rows(j->mo, j->up, &j->in, out + j->stride, from, to);
+    silu_mul(out + from, out + j->stride + from, to - from);
+  }
 }
 
 // Copy the parts of in that a matrix of type t over n columns reads into the job's arena
@@ -1217,7 +1234,7 @@ matvec_in(const struct model *mo, const struct matrix *m, const struct prepared 
   }
   team->mo = mo;
   team->m = m;
-  team->pair = 0;
+  team->kind = JOB_ONE;
   copy_prepared(&team->in, in, &mo->c, m->type, m->cols);
   for(int r = 0; r < m->rows; r += TEAM_ROWS){
     team->r0 = r;
@@ -1240,7 +1257,7 @@ matmul2_in(const struct matrix *m, struct block *bk, const struct prepared *in, 
   }
   interleave2(&team->p, in, m->cols / QK);
   team->m = m;
-  team->pair = 1;
+  team->kind = JOB_PAIR;
   team->stride = TEAM_ROWS;
   for(int r = 0; r < m->rows; r += TEAM_ROWS){
     team->r0 = r;
@@ -1249,6 +1266,34 @@ matmul2_in(const struct matrix *m, struct block *bk, const struct prepared *in, 
     memcpy(out + r, team->out, (team->r1 - r) * sizeof(float));
     memcpy(out + stride + r, team->out + TEAM_ROWS, (team->r1 - r) * sizeof(float));
   }
+}
+
+// The feed-forward's first half for the input prepared in s->in: s->hb = silu(gate . x) *
+// (up . x). With a team one job does it all: each hart computes its rows of both matvecs
+// and their product, so the SwiGLU is split too.
+static void
+swiglu(const struct model *mo, struct state *s, const struct matrix *gate,
+       const struct matrix *up)
+{
+  int n = gate->rows;
+  if(team == 0 || harts_count() == 1 || n > TEAM_ROWS){
+    matvec(mo, gate, s, s->hb);
+    matvec(mo, up, s, s->hb2);
+    silu_mul(s->hb, s->hb2, n);
+    return;
+  }
+  team->mo = mo;
+  team->m = gate;
+  team->up = up;
+  team->kind = JOB_SWIGLU;
+  team->r0 = 0;
+  team->r1 = n;
+  team->stride = TEAM_ROWS;
+  copy_prepared(&team->in, &s->in, &mo->c, gate->type, gate->cols);
+  if(up->type != gate->type)
+    copy_prepared(&team->in, &s->in, &mo->c, up->type, up->cols);
+  harts_run(rows_job, team);
+  memcpy(s->hb, team->out, n * sizeof(float));
 }
 
 void
@@ -1262,9 +1307,9 @@ llm_harts(const struct config *c, int n)
                     big / QK * 2 * sizeof(int), 2 * TEAM_ROWS * sizeof(float) };
   for(int i = 0; i < sizeof(more) / sizeof(more[0]); i++)
     bytes += (more[i] + 63) & ~63UL;
-  harts_start(n, bytes);
   if(n == 1)
-    return;
+    return;                  // no team: every matvec runs here, as without llm_harts()
+  harts_start(n, bytes);
   team = harts_alloc(sizeof(struct rowjob));
   struct prepared *in = &team->in;
   in->xf = harts_alloc(more[0]);
@@ -1536,12 +1581,7 @@ forward(const struct model *mo, struct state *s, int token, int pos, int want_lo
     // feed-forward: x += w_down . (silu(w_gate . xb) * (w_up . xb)), xb = rmsnorm(x)
     rmsnorm(s->xb, s->x, w->rms_ffn + l * d, d, c->norm_eps);
     prepare_input(s, c, s->xb, d);
-    matvec(mo, &w->w_gate[l], s, s->hb);                   // hb [hidden]
-    matvec(mo, &w->w_up[l], s, s->hb2);                    // hb2 [hidden]
-    for(int i = 0; i < c->hidden_dim; i++){
-      float g = s->hb[i];
-      s->hb[i] = (g / (1.0f + expf(-g))) * s->hb2[i];
-    }
+    swiglu(mo, s, &w->w_gate[l], &w->w_up[l]);             // hb [hidden]
     prepare_input(s, c, s->hb, c->hidden_dim);
     matvec(mo, &w->w_down[l], s, s->xb2);                  // xb2 [dim]
     for(int i = 0; i < d; i++)
@@ -1605,10 +1645,8 @@ layer_block(const struct model *mo, struct state *s, int l, int pos, int n)
   matmul(mo, &w->w_gate[l], bk, n, bk->hb, hd);
   matmul(mo, &w->w_up[l], bk, n, bk->hb2, hd);
   for(int t = 0; t < n; t++){
-    float *g = bk->hb + t * hd, *u = bk->hb2 + t * hd;
-    for(int i = 0; i < hd; i++)
-      g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
-    prepare(&bk->in[t], c, g, hd);
+    silu_mul(bk->hb + t * hd, bk->hb2 + t * hd, hd);
+    prepare(&bk->in[t], c, bk->hb + t * hd, hd);
   }
   matmul(mo, &w->w_down[l], bk, n, bk->xb2, d);
   add_block(c, bk, n, bk->xb2);

@@ -42,6 +42,7 @@ static uint *v;
 static float yref[ROWS];
 static uint64 sumref;
 static uint64 arena_bytes = ARENA;
+static int suicide_owner;     // hart 0 of check_killed_helper's team
 
 // Contract: rows [hart*ROWS/n, (hart+1)*ROWS/n) of y = W x; each row summed left to right.
 static void
@@ -77,15 +78,21 @@ empty_job(void *arg, int hart, int n)
 {
 }
 
-// Contract: on hart 1, the calling helper kills itself: it dies inside the job.
+// Contract: a helper that runs a part kills itself inside it; hart 0, in its part, waits
+// until a helper has entered one (arg: a flag in the arena), so that the job cannot end
+// without the dead helper's part.
 static void
-suicide_job(void *arg, int hart, int n)
+suicide_job(void *arg, int part, int n)
 {
-  if(hart == 1){
+  volatile int *entered = arg;
+  if(getpid() != suicide_owner){
+    *entered = 1;
     kill(getpid());
     for(;;)
       ;   // not reached: a killed process exits on its way back to user mode
   }
+  while(*entered == 0)
+    ;
 }
 
 // Contract: fill w, x, v with pseudo-random values and compute the one-hart references.
@@ -139,8 +146,8 @@ check_team(struct job *j, int n)
     FAILED("matvec on %d harts differs from one hart", n);
   for(int h = 0; h < n; h++)
     if(j->hart[h].calls != calls[h] + 1 || j->hart[h].maxn != n)
-      FAILED("hart %d ran %d jobs of n=%d, want 1 of n=%d", h, j->hart[h].calls - calls[h],
-             j->hart[h].maxn, n);
+      FAILED("part %d ran %d times in jobs of n=%d, want once in n=%d", h,
+             j->hart[h].calls - calls[h], j->hart[h].maxn, n);
   harts_run(sum_job, j);
   uint64 s = 0;
   for(int h = 0; h < n; h++)
@@ -217,8 +224,9 @@ check_killed_helper(long base)
     FAILED("fork");
   if(pid == 0){
     harts_timeout(KILL_TIMEOUT_MS);
+    suicide_owner = getpid();
     harts_start(2, 64);
-    harts_run(suicide_job, 0);
+    harts_run(suicide_job, harts_alloc(sizeof(int)));
     exit(0);   // hart 0 came back though its helper died
   }
   int st;
