@@ -1,6 +1,7 @@
-"""The model's two speed paths, booted for real on the real SmolLM2-135M: a prompt fed in
-blocks (forward_block, --prefill-block) and matvecs split across two harts (--harts,
-docs/harts.md) give the same greedy tokens and the same final logits, bit for bit, as one
+"""The model's speed paths, booted for real on the real SmolLM2-135M: a prompt fed in
+blocks (forward_block, --prefill-block), matvecs split across two harts (--harts,
+docs/harts.md) and --chat's prompt cache (the K/V rows of the last prompt's prefix read
+from /chat.kv) give the same greedy tokens and the same final logits, bit for bit, as one
 position at a time on one hart, and map the same KV pages; in all four configurations.
 Bad values of the new options are one error line each. The K/V rows themselves are held
 equal on the host (tests/test_smolprobe_q.py, --test-kv-hash)."""
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.qemu
 
 MATRIX = [(0, 0), (0, 1), (1, 0), (1, 1)]
 CHAT = 'smolprobe --chat "What is the capital of France?" --print-tokens --print-logits'
+NO_CACHE = "--prompt-cache none"
 
 
 @needs_smollm2
@@ -26,8 +28,10 @@ def test_blocks_and_harts_give_the_same_answer(build_kernel, repo, lazy, cow):
     build_kernel(BuildConfig(lazy, cow), llm=True)
     with QemuSession.for_config(BuildConfig(lazy, cow, cpus=2), repo, llm=True) as s:
         runs = {}
-        for name, opts in {"one": "--harts 1 --prefill-block 1", "blocks": "--harts 1",
-                           "harts": "--harts 2 --prefill-block 1", "both": ""}.items():
+        ways = {"one": f"--harts 1 --prefill-block 1 {NO_CACHE}", "blocks": f"--harts 1 {NO_CACHE}",
+                "harts": f"--harts 2 --prefill-block 1 {NO_CACHE}", "both": NO_CACHE,
+                "cache saved": "", "cache reused": ""}   # --chat's default: /chat.kv
+        for name, opts in ways.items():
             out = s.run(f"{CHAT} {opts}", timeout=600).output
             assert find_panic(out) is None, out
             r = parse_smolprobe(out)
@@ -38,7 +42,10 @@ def test_blocks_and_harts_give_the_same_answer(build_kernel, repo, lazy, cow):
         for name, r in runs.items():
             assert (r.tokens, r.logits) == (first.tokens, first.logits), name
             assert r.summary == first.summary, name
-        assert [r.timing.harts for r in runs.values()] == [1, 1, 2, 2]
+        assert [r.timing.harts for r in runs.values()] == [1, 1, 2, 2, 2, 2]
+        caches = [r.prompt_cache for r in runs.values()]
+        assert caches[:4] == [None] * 4
+        assert [(c.reused_tokens, c.saved_tokens) for c in caches[4:] if c] == [(0, 37), (36, 0)]
         # the default is every hart the kernel runs
         seed = parse_smolprobe(s.run("smolprobe --prompt-tokens 1,2,3 --gen-len 10").output)
         assert seed.timing is not None and seed.timing.harts == 2

@@ -325,3 +325,56 @@ def test_prefill_block_errors(host_bin, qckpts):
                 "--gen-len", "1", "--prefill-block", bad)
         assert p.returncode == 1 and p.stderr.startswith("[smolprobe] error: --prefill-block")
         assert len(p.stderr.splitlines()) == 1, p.stderr
+
+
+# ---------------------------------------------------------------- the prompt cache
+
+def cached_chat(binary: Path, model: Path, question: str, cache: Path
+                ) -> tuple[tuple[str, str], str]:
+    """--chat with --prompt-cache: (tokens, K/V rows' hash) and the prompt_cache line."""
+    p = run(binary, "--model", str(model), "--chat", question, "--prompt-cache", str(cache),
+            "--print-tokens", "--test-kv-hash")
+    assert p.returncode == 0, p.stderr
+    return ((line(p, "[smolprobe] tokens="), line(p, "[smolprobe] test_kv_hash ")),
+            line(p, "[smolprobe] prompt_cache "))
+
+
+@needs_smollm2
+def test_prompt_cache_reuses_the_common_prefix_bit_for_bit(host_bin, smollm2_checkpoint,
+                                                            tmp_path):
+    cache = tmp_path / "chat.kv"
+    france, color = "What is the capital of France?", "Name a color."
+    alone = {q: cached_chat(host_bin, smollm2_checkpoint, q, tmp_path / "none")[0]
+             for q in (france, color)}
+    (tmp_path / "none").unlink()
+    got = [cached_chat(host_bin, smollm2_checkpoint, q, cache) for q in (france, france, color)]
+    assert [g[1] for g in got] == ["reused_tokens=0 saved_tokens=37",
+                                   "reused_tokens=36 saved_tokens=0",   # all but the last
+                                   "reused_tokens=24 saved_tokens=0"]   # the system turn + user
+    assert [g[0] for g in got] == [alone[france], alone[france], alone[color]]
+
+
+@needs_smollm2
+def test_prompt_cache_of_another_model_or_a_broken_file_is_not_used(host_bin, qckpts,
+                                                                     smollm2_checkpoint, tmp_path):
+    cache = tmp_path / "chat.kv"
+    first = cached_chat(host_bin, smollm2_checkpoint, "Hi", cache)
+    data = cache.read_bytes()
+    for broken in (data[:100], data[:-1000], data[:20] + b"\xff" * 4 + data[24:]):
+        cache.write_bytes(broken)
+        again = cached_chat(host_bin, smollm2_checkpoint, "Hi", cache)
+        assert again[0] == first[0]
+        assert again[1] in ("reused_tokens=0 saved_tokens=23", first[1]), again[1]
+    # a cache file of another model: run on the synthetic one, which has no tokenizer
+    p = run(host_bin, "--model", str(qckpts["q41"]), "--prompt-tokens", "1,2,3", "--gen-len", "2",
+            "--prompt-cache", str(cache), "--print-tokens")
+    assert p.returncode == 0 and line(p, "[smolprobe] prompt_cache ") == \
+        "reused_tokens=0 saved_tokens=3", p.stdout
+
+
+def test_prompt_cache_errors(host_bin, qckpts, tmp_path):
+    for args in (["--samples", "2", "--temperature", "1"], ["--bench"]):
+        p = run(host_bin, "--model", str(qckpts["q41"]), "--prompt-tokens", "1,2", "--gen-len",
+                "2", "--prompt-cache", str(tmp_path / "x.kv"), *args)
+        assert p.returncode == 1 and "--prompt-cache goes with one request" in p.stderr, p
+        assert len(p.stderr.splitlines()) == 1

@@ -11,7 +11,7 @@ usage(void)
          "                 [--seq-len N] [--model PATH] [--temperature T] [--seed S]\n"
          "                 [--stop-at-eos] [--print-tokens] [--print-logits] [--trace]\n"
          "                 [--samples N] [--bench] [--no-mmap] [--prefill-block N]\n"
-         "                 [--harts N] [--help]\n"
+         "                 [--harts N] [--prompt-cache FILE|none] [--help]\n"
          "       smolprobe --tokenize (--prompt TEXT | --chat TEXT) [--model PATH]\n"
          "Runs a SmolLM-135M-architecture transformer (default model %s) over a KV cache\n"
          "reserved with one sbrk() for --seq-len positions (default 256), and reports how\n"
@@ -48,8 +48,11 @@ usage(void)
          "                   them (1..64, default 16; 1: one at a time; the same numbers)\n"
          "  --harts N        split every matvec's rows across N harts (default: every hart\n"
          "                   the kernel runs; 1 with --samples, whose branches are the\n"
-         "                   parallelism); the same numbers on any N (docs/harts.md)\n",
-         DEFAULT_MODEL);
+         "                   parallelism); the same numbers on any N (docs/harts.md)\n"
+         "  --prompt-cache FILE  reuse the K/V rows of the longest prefix this prompt shares\n"
+         "                   with the one saved in FILE, and save this prompt's rows there\n"
+         "                   when FILE holds none usable (--chat: %s by default; none: off)\n",
+         DEFAULT_MODEL, CHAT_CACHE ? CHAT_CACHE : "none");
 }
 
 // Parse a decimal integer in [lo, hi] (optional leading '-'), or die naming the flag.
@@ -185,6 +188,10 @@ parse_args(int argc, char **argv, struct options *o)
       o->tokenize = 1;
     } else if(strcmp(a, "--no-mmap") == 0){
       o->no_mmap = 1;
+    } else if(strcmp(a, "--prompt-cache") == 0){
+      const char *v = flag_value(argc, argv, &i);
+      o->cache = strcmp(v, "none") == 0 ? 0 : v;
+      o->cache_given = 1;
     } else if(strcmp(a, "--harts") == 0){
       o->harts = parse_long(a, flag_value(argc, argv, &i), 1, NCPU);
     } else if(strcmp(a, "--prefill-block") == 0){
@@ -229,6 +236,11 @@ parse_args(int argc, char **argv, struct options *o)
     return;
   if(o->chat)
     o->stop_eos = 1;
+  if(o->chat && !o->cache_given && !o->bench)
+    o->cache = CHAT_CACHE;
+  if(o->cache && (o->samples || o->score || o->bench))
+    llm_die("--prompt-cache goes with one request that generates (not --samples, "
+            "--perplexity, --tokenize or --bench)", "");
   if(o->score && (o->gen_len >= 0 || o->samples || o->stop_eos || o->bench || o->trace ||
                   o->print_tokens || o->print_logits))
     llm_die("--perplexity scores its text alone (no --gen-len, --samples, --stop-at-eos, "
@@ -376,17 +388,24 @@ main(int argc, char **argv)
   memstat(&reserved);
   printf("[smolprobe] running decode...\n");
   double nll = 0.0;
+  if(o.cache)
+    o.cache_reused = cache_load(&mo, &s, &o);
   if(o.score)
     nll = score_run(&mo, &s, &o);
   else
-    feed(&mo, &s, &sp, &o, 0, total, &before);
+    feed(&mo, &s, &sp, &o, o.cache_reused, total, &before);
   memstat(&done);
   uint64 t2 = clock_us();
+  if(o.cache && o.cache_reused == 0)
+    o.cache_saved = cache_save(&mo, &s, &o);
 
   if((o.text && !o.score) || o.stop_eos)
     printf("[smolprobe] generated tokens=%d stopped_at_eos=%d\n", o.generated,
            o.fed < total);
   print_summary(&kl, kv_region_pages(&kl, o.fed), &before, &reserved, &done);
+  if(o.cache)
+    printf("[smolprobe] prompt_cache reused_tokens=%d saved_tokens=%d\n", o.cache_reused,
+           o.cache_saved);
   print_timing(&o, t0, t1, t2);
   if(o.kv_hash)
     print_kv_hash(&mo.c, &s, o.fed);

@@ -30,6 +30,13 @@
 #define MAX_SAMPLES 6             // most --samples branches (file descriptors: samples.c)
 #define PARALLEL_TEMPERATURE 0.8f  // --samples without --temperature
 #define MAX_DIM LLM_MAX_DIM
+// --chat's --prompt-cache: every chat begins with the template's system turn. The host test
+// build (tests/host) has none by default: it would write into the host's root folder.
+#ifdef NEXOS_TEST_HOOKS
+#define CHAT_CACHE 0
+#else
+#define CHAT_CACHE "/chat.kv"
+#endif
 
 // A request and the command-line switches.
 struct options {
@@ -47,6 +54,10 @@ struct options {
   int tokenize;         // --tokenize: encode the text, print its tokens, run no model
   int no_mmap;          // --no-mmap: read the model into the heap, never map it
   int harts;            // --harts N: harts the matvecs run on (0: all the kernel runs)
+  const char *cache;    // --prompt-cache FILE (0: none; --chat's default CHAT_CACHE)
+  int cache_reused;     // prompt positions whose K/V rows came from the cache file
+  int cache_saved;      // prompt positions this run saved in it
+  int cache_given;      // --prompt-cache was given (none included)
   int block;            // --prefill-block N: prompt positions fed at once (forward_block)
   int kill_branch;      // --test-kill-branch K (host test build only): branch K kills
                         // itself (K+1; 0: none)
@@ -79,6 +90,9 @@ void print_perplexity(int n, double nll);
 void print_list(const char *prefix, const int *iv, const float *fv, int n);
 void print_timing(const struct options *o, uint64 t0, uint64 t1, uint64 t2);
 
+// cache.c
+int cache_load(const struct model *mo, struct state *s, struct options *o);
+int cache_save(const struct model *mo, const struct state *s, const struct options *o);
 // samples.c
 void parallel_main(const struct model *mo, struct state *s, struct options *o, float *probs,
                    const struct kv_layout *kl, uint64 t0);

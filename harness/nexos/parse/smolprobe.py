@@ -64,6 +64,7 @@ LINE_KEYS: Keys = {
                ("first_token_ms", INT), ("prefill_ms", INT), ("prefill_tokens_per_s", DECIMAL),
                ("decode_tokens_per_s", DECIMAL), ("harts", INT)),
     "perplexity": (("tokens", INT), ("nll", DECIMAL), ("ppl", DECIMAL)),
+    "prompt_cache": (("reused_tokens", INT), ("saved_tokens", INT)),
     "tokens": (("tokens", INTS),),
     "logits": (("logits", FLOATS),),
     "fork_phase": (("branches", INT), ("shared_pages_at_fork", INT), ("prefix_kv_pages", INT),
@@ -110,7 +111,8 @@ MODE_LINES: Modes = {
         (("request",), 1, 1),
         (("kv_capacity",), 1, 1), (("running",), 1, 1), (("trace",), 0, MANY),
         (("generated",), 0, 1), (("SUMMARY",), 1, 1), (("reserve_phase",), 1, 1),
-        (("decode_phase",), 1, 1), (("verdict",), 1, 1), (("timing",), 1, 1),
+        (("decode_phase",), 1, 1), (("verdict",), 1, 1), (("prompt_cache",), 0, 1),
+        (("timing",), 1, 1),
         (("text",), 0, 1), (("tokens",), 0, 1), (("logits",), 0, 1), (("bench",), 0, 1),
         (("bench_detail",), 0, 1), (("bench_q4_1",), 0, 1)),
     "samples": (
@@ -211,6 +213,15 @@ class Timing:
     prefill_tokens_per_s: float  # prompt positions per second in that time
     decode_tokens_per_s: float   # generated positions per second after it
     harts: int            # harts the model's matvecs ran on
+
+
+@dataclass(frozen=True)
+class PromptCache:
+    """`prompt_cache` (--prompt-cache, --chat's default): prompt positions whose K/V rows
+    came from the cache file, and those this run saved in it."""
+
+    reused_tokens: int
+    saved_tokens: int
 
 
 @dataclass(frozen=True)
@@ -387,6 +398,7 @@ class SmolprobeResult:
     verdict: str | None = None       # LAZY_STYLE | EAGER_STYLE | MIXED
     verdict_text: str = ""           # the explanation after the verdict
     timing: Timing | None = None
+    prompt_cache: PromptCache | None = None  # --prompt-cache, --chat
     perplexity: Perplexity | None = None  # --perplexity
     generated: Generated | None = None  # --prompt/--chat/--stop-at-eos
     text: str | None = None             # the generated text (--prompt/--chat), unescaped
@@ -480,6 +492,8 @@ def _apply(res: SmolprobeResult, rec: Record) -> None:
                             *_ints(rec, "first_token_ms", "prefill_ms"),
                             _float(rec, "prefill_tokens_per_s"),
                             _float(rec, "decode_tokens_per_s"), *_ints(rec, "harts"))
+    elif k == "prompt_cache":
+        res.prompt_cache = PromptCache(*_ints(rec, "reused_tokens", "saved_tokens"))
     elif k == "weights":
         res.weights = Weights(str(rec.fields["source"]), *_ints(rec, "file_pages"))
     elif k == "tokens":
