@@ -10,9 +10,11 @@ with the LLM image (the real SmolLM2-135M-Instruct) on two harts, and in that on
   `--gen-len 1 --harts 1`, `--prefill-block 16` (the default) against `--prefill-block 1`,
   prefill_tokens_per_s and their ratio; and the default run's prefill rate over its decode
   rate, both on 2 harts (target ≥ 2);
-- chat from command to answer: `smolprobe --chat "What is the capital of France?"` at its
-  defaults, the host's wall time from sending the command to the shell's next prompt
-  (target ≤ 3 s), and whether the answer names Paris;
+- chat from command to answer: `smolprobe --chat "What is the capital of France?"`, the
+  host's wall time from sending the command to the shell's next prompt, and whether the
+  answer names Paris: without the prompt cache (`--prompt-cache none`), the boot's first
+  chat at its defaults (it saves /chat.kv), and the later ones, which reuse it (target
+  ≤ 3 s);
 - the load, warm: with another smolprobe holding the model mapped in the background (the
   page cache keeps a file's pages while a process maps them, docs/memory.md), a mapped
   load against a read() load (`--no-mmap`) in the same state (target ≤ 0.05).
@@ -81,7 +83,7 @@ def measure(args: argparse.Namespace) -> list[Figure]:
     decode: dict[int, list[float]] = {1: [], 2: []}
     prefill: dict[int, list[float]] = {1: [], 16: []}
     ratio2: list[float] = []
-    chat: list[float] = []
+    chat: dict[str, list[float]] = {"none": [], "saves": [], "reuses": []}
     paris = 0
     warm: dict[str, list[float]] = {"mapped": [], "read": []}
     with booted(cfg, llm=True) as s:
@@ -99,9 +101,11 @@ def measure(args: argparse.Namespace) -> list[Figure]:
                 r, _ = probe(s, f"{PREFILL} --prefill-block {block}")
                 assert r.timing is not None
                 prefill[block].append(r.timing.prefill_tokens_per_s)
-            r, seconds = probe(s, CHAT)
-            chat.append(seconds)
-            paris += "Paris" in (r.text or "")
+            for opts in (" --prompt-cache none", ""):
+                r, seconds = probe(s, CHAT + opts)
+                kind = "none" if opts else "saves" if not chat["saves"] else "reuses"
+                chat[kind].append(seconds)
+                paris += "Paris" in (r.text or "")
         s.run(HOLDER)
         time.sleep(2)   # the holder has mapped the model
         for _ in range(runs):
@@ -124,8 +128,12 @@ def measure(args: argparse.Namespace) -> list[Figure]:
         Figure(NAME, "prefill blocks / one at a time", p16 / max(0.1, p1), "×", note=note),
         Figure(NAME, "prefill rate / decode rate (2 harts)", median(ratio2), "×", 2.0, "ge",
                runs_text([round(x, 2) for x in ratio2])),
-        Figure(NAME, "chat, command to prompt", median(chat), "s", 3.0, "le",
-               f"names Paris in {paris} of {runs}: {runs_text([round(x, 2) for x in chat])}"),
+        Figure(NAME, "chat without the prompt cache, command to prompt", median(chat["none"]),
+               "s", note=runs_text([round(x, 2) for x in chat["none"]])),
+        Figure(NAME, "chat, the boot's first (saves /chat.kv)", chat["saves"][0], "s"),
+        Figure(NAME, "chat, reusing the prompt cache", median(chat["reuses"] or [0.0]), "s",
+               3.0, "le", f"names Paris in {paris} of {2 * runs} chats: "
+               f"{runs_text([round(x, 2) for x in chat['reuses']])}"),
         Figure(NAME, "load warm: mapped", wm, "ms", note=runs_text(warm["mapped"])),
         Figure(NAME, "load warm: read()", wr, "ms", note=runs_text(warm["read"])),
         Figure(NAME, "load warm: mapped / read()", wm / max(1.0, wr), "×", 0.05, "le",
