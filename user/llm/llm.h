@@ -254,10 +254,11 @@ word_lanes(uint64 a, const uint64 *p)
 // leaves the next-token logits [vocab] in s->logits.
 void forward(const struct model *mo, struct state *s, int token, int pos, int want_logits);
 
-// Feed tokens[0..n) at positions pos..pos+n-1, s->block positions at a time: each weight
-// matrix is read once per block and dotted with every position's input (docs/smolprobe.md,
-// "Prefill in blocks"). Writes the same K/V rows, and with want_logits leaves the same
-// logits of the last position, bit for bit, as forward() position by position.
+// Feed tokens[0..n) at positions pos..pos+n-1, s->block positions at a time: every weight
+// matrix is applied to the block's positions together, a Q4_1 weight word read once for
+// two of them (docs/smolprobe.md, "Prefill in blocks, every hart at work"). Writes the same
+// K/V rows, and with want_logits leaves the same logits of the last position, bit for bit,
+// as forward() position by position.
 void forward_block(const struct model *mo, struct state *s, const int *tokens, int pos, int n,
                    int want_logits);
 // The logits of position k of the last block forward_block() fed with s->block > 1 (k below
