@@ -132,8 +132,9 @@ helper(int h)
 
 // Contract: make the arena: a new file of len bytes (page multiple) of zeros, mapped
 // MAP_SHARED read/write, its fd closed and its name unlinked before this returns, so a
-// crash leaves nothing on disk. Sets arena, arena_len; dies on failure (no file left).
-static void
+// crash leaves nothing on disk. Sets arena, arena_len and returns 0; -1 (no file left) if
+// the kernel maps no shared file (the mmap lab's starter tree); dies on other failures.
+static int
 make_arena(uint64 len)
 {
   static char zeros[4096];     // one write per page: each write() is a log transaction
@@ -154,9 +155,10 @@ make_arena(uint64 len)
   close(fd);
   unlink(name);
   if(a == (char *)-1)
-    llm_die("harts: cannot map the arena file ", name);
+    return -1;
   arena = a;
   arena_len = len;
+  return 0;
 }
 
 // Contract: forget this process's team state (the arena must already be gone).
@@ -209,14 +211,14 @@ harts_start(int n, uint64 shared_bytes)
     llm_die_num("harts: team of ", n, " harts (1..NCPU)");
   if(shared_bytes > (1UL << 30))
     llm_die("harts: shared arena too large", "");
-  if(n == 1){
+  if(n == 1 || make_arena(PGROUNDUP(sizeof(struct team) + shared_bytes)) < 0){
+    // one hart: no helpers, the arena is ordinary memory
     heap = llm_malloc(shared_bytes + LINE, "the harts arena");
     memset(heap, 0, shared_bytes + LINE);
     arena = (char *)(((uint64)heap + LINE - 1) & ~(uint64)(LINE - 1));
     arena_len = shared_bytes;
     return;
   }
-  make_arena(PGROUNDUP(sizeof(struct team) + shared_bytes));
   touch(arena, arena_len);
   team = (struct team *)arena;
   team->n = n;

@@ -24,8 +24,9 @@
 // harts_alloc() returns ordinary (malloc'd, zeroed) memory. At most one team per process (a
 // process forked from an owner may start its own: it first drops its view of the owner's).
 // n should not exceed the harts running (memstat's ncpu): a helper without a hart of its
-// own makes every job wait for a timer tick. Dies on any failure (nothing is left behind:
-// helpers already forked are stopped).
+// own makes every job wait for a timer tick. A kernel that will not map the arena file
+// (the mmap lab's starter tree) gets a team of one, as n == 1 (harts_count() says so).
+// Dies on any other failure (nothing is left behind: helpers already forked are stopped).
 void harts_start(int n, uint64 shared_bytes);
 
 // Zeroed, 64-byte aligned memory in the arena (visible to every hart of the team). Every

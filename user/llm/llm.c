@@ -1310,6 +1310,10 @@ llm_harts(const struct config *c, int n)
   if(n == 1)
     return;                  // no team: every matvec runs here, as without llm_harts()
   harts_start(n, bytes);
+  if(harts_count() == 1){    // the kernel maps no shared file: one hart after all
+    harts_stop();
+    return;
+  }
   team = harts_alloc(sizeof(struct rowjob));
   struct prepared *in = &team->in;
   in->xf = harts_alloc(more[0]);

@@ -326,6 +326,7 @@ start_harts(const struct config *c, struct options *o)
   if(o->harts == 0)
     o->harts = ncpu;
   llm_harts(c, o->harts);
+  o->harts = harts_count();   // 1 where the kernel maps no shared file (docs/harts.md)
 }
 
 int
