@@ -1059,9 +1059,12 @@ matvec_rows(const struct model *mo, const struct matrix *m, const struct prepare
 static void matvec_in(const struct model *mo, const struct matrix *m,
                       const struct prepared *in, float *out);
 
+static void begin_pass(void);
+
 void
 matvec(const struct model *mo, const struct matrix *m, const struct state *s, float *out)
 {
+  begin_pass();
   matvec_in(mo, m, &s->in, out);
 }
 
@@ -1161,43 +1164,48 @@ silu_mul(float *g, const float *u, int n)
 // rows straight from the weights (mapped, the same in every process). Everything else of
 // struct state stays private, so a process forked from the owner (smolprobe --samples'
 // branches) feeds alone with its own buffers (harts_count() is 1 there).
+#define MAX_JOB_MATRICES 3    // q, k and v
 struct rowjob {
   const struct model *mo;
-  const struct matrix *m;
-  const struct matrix *up; // JOB_SWIGLU's second matrix
+  const struct matrix *m[MAX_JOB_MATRICES]; // matrices applied to the same input
+  int nm;                 // how many; JOB_SWIGLU: 2 (gate, up)
   int kind;               // JOB_ONE: one position, in in; JOB_PAIR: two positions
                           // interleaved in p (matmul2_q4_1); JOB_SWIGLU: see swiglu()
   struct prepared in;     // the arena's copy of the caller's prepared input
   struct pairin p;
-  int r0, r1;             // the rows of this job (a long matrix takes several jobs)
-  float *out;             // [2][TEAM_ROWS] in the arena: rows r0.. of each position
-  int stride;             // out's second position: out + stride
+  int r0, r1;             // nm == 1: the rows of this job (a long matrix takes several jobs)
+  float *out;             // [MAX_JOB_MATRICES][TEAM_ROWS] in the arena: matrix i's rows (or
+                          // JOB_PAIR's position i) at out + i * TEAM_ROWS
 };
 #define JOB_ONE 0
 #define JOB_PAIR 1
 #define JOB_SWIGLU 2
 static struct rowjob *team;   // in the arena; 0 without a team
+// Whether this process owns a team of more than one hart. Asked once per forward pass
+// (begin_pass): harts_count() is a system call, and a decode step posts ~150 jobs.
+static int split;
 #define TEAM_ROWS 2048        // rows of one job: a long matrix (the classifier) takes several,
                               // so that the arena, written back at exit, stays small
 
-// One hart's part of the job arg (harts_run's fn): rows [j->r0, j->r1) split at even
-// boundaries (the kernels take rows in pairs) into n shares as equal as that allows. The
-// kernels index out by row, so they get out moved back by r0.
+// One hart's part of the job arg (harts_run's fn): of each matrix, rows [r0, r1) split at
+// even boundaries (the kernels take rows in pairs) into n shares as equal as that allows.
+// The kernels index out by row, so they get out moved back by r0.
 static void
 rows_job(void *arg, int hart, int n)
 {
   struct rowjob *j = arg;
-  int rows = j->r1 - j->r0, share = (rows + 2 * n - 1) / (2 * n) * 2;
-  int from = j->r0 + (hart * share < rows ? hart * share : rows);
-  int to = from + share < j->r1 ? from + share : j->r1;
-  float *out = j->out - j->r0;
-  if(j->kind == JOB_PAIR)
-    matmul2_q4_1(j->m, &j->p, out, j->stride, from, to);
-  else
-    matvec_rows(j->mo, j->m, &j->in, out, from, to);
-  if(j->kind == JOB_SWIGLU){
-    matvec_rows(j->mo, j->up, &j->in, out + j->stride, from, to);
-    silu_mul(out + from, out + j->stride + from, to - from);
+  for(int i = 0; i < j->nm; i++){
+    int r0 = j->nm == 1 ? j->r0 : 0, r1 = j->nm == 1 ? j->r1 : j->m[i]->rows;
+    int rows = r1 - r0, share = (rows + 2 * n - 1) / (2 * n) * 2;
+    int from = r0 + (hart * share < rows ? hart * share : rows);
+    int to = from + share < r1 ? from + share : r1;
+    float *out = j->out + i * TEAM_ROWS - r0;
+    if(j->kind == JOB_PAIR)
+      matmul2_q4_1(j->m[i], &j->p, out, TEAM_ROWS, from, to);
+    else
+      matvec_rows(j->mo, j->m[i], &j->in, out, from, to);
+    if(j->kind == JOB_SWIGLU && i == 1)
+      silu_mul(j->out + from, out + from, to - from);
   }
 }
 
@@ -1228,12 +1236,13 @@ copy_prepared(struct prepared *to, const struct prepared *in, const struct confi
 static void
 matvec_in(const struct model *mo, const struct matrix *m, const struct prepared *in, float *out)
 {
-  if(team == 0 || harts_count() == 1){
+  if(!split){
     matvec_rows(mo, m, in, out, 0, m->rows);
     return;
   }
   team->mo = mo;
-  team->m = m;
+  team->m[0] = m;
+  team->nm = 1;
   team->kind = JOB_ONE;
   copy_prepared(&team->in, in, &mo->c, m->type, m->cols);
   for(int r = 0; r < m->rows; r += TEAM_ROWS){
@@ -1244,21 +1253,48 @@ matvec_in(const struct model *mo, const struct matrix *m, const struct prepared 
   }
 }
 
+// outs[i] = ms[i] x for nm (<= MAX_JOB_MATRICES) matrices of one input, each at most
+// TEAM_ROWS rows: with a team one job for all of them (attention's q, k and v), so the
+// harts meet once instead of nm times.
+static void
+matvecs_in(const struct model *mo, const struct matrix **ms, int nm, const struct prepared *in,
+           float **outs)
+{
+  int fits = 1;
+  for(int i = 0; i < nm; i++)
+    fits &= ms[i]->rows <= TEAM_ROWS;
+  if(!split || !fits){
+    for(int i = 0; i < nm; i++)
+      matvec_in(mo, ms[i], in, outs[i]);
+    return;
+  }
+  team->mo = mo;
+  team->nm = nm;
+  team->kind = JOB_ONE;
+  for(int i = 0; i < nm; i++){
+    team->m[i] = ms[i];
+    copy_prepared(&team->in, in, &mo->c, ms[i]->type, ms[i]->cols);
+  }
+  harts_run(rows_job, team);
+  for(int i = 0; i < nm; i++)
+    memcpy(outs[i], team->out + i * TEAM_ROWS, ms[i]->rows * sizeof(float));
+}
+
 // matmul2_q4_1 for the positions in[0..1] into out and out + stride: on every hart of the
 // team when there is one.
 static void
 matmul2_in(const struct matrix *m, struct block *bk, const struct prepared *in, float *out,
            int stride)
 {
-  if(team == 0 || harts_count() == 1){
+  if(!split){
     interleave2(&bk->pair, in, m->cols / QK);
     matmul2_q4_1(m, &bk->pair, out, stride, 0, m->rows);
     return;
   }
   interleave2(&team->p, in, m->cols / QK);
-  team->m = m;
+  team->m[0] = m;
+  team->nm = 1;
   team->kind = JOB_PAIR;
-  team->stride = TEAM_ROWS;
   for(int r = 0; r < m->rows; r += TEAM_ROWS){
     team->r0 = r;
     team->r1 = r + TEAM_ROWS < m->rows ? r + TEAM_ROWS : m->rows;
@@ -1276,24 +1312,29 @@ swiglu(const struct model *mo, struct state *s, const struct matrix *gate,
        const struct matrix *up)
 {
   int n = gate->rows;
-  if(team == 0 || harts_count() == 1 || n > TEAM_ROWS){
-    matvec(mo, gate, s, s->hb);
-    matvec(mo, up, s, s->hb2);
+  if(!split || n > TEAM_ROWS){
+    matvec_in(mo, gate, &s->in, s->hb);
+    matvec_in(mo, up, &s->in, s->hb2);
     silu_mul(s->hb, s->hb2, n);
     return;
   }
   team->mo = mo;
-  team->m = gate;
-  team->up = up;
+  team->m[0] = gate;
+  team->m[1] = up;
+  team->nm = 2;
   team->kind = JOB_SWIGLU;
-  team->r0 = 0;
-  team->r1 = n;
-  team->stride = TEAM_ROWS;
   copy_prepared(&team->in, &s->in, &mo->c, gate->type, gate->cols);
   if(up->type != gate->type)
     copy_prepared(&team->in, &s->in, &mo->c, up->type, up->cols);
   harts_run(rows_job, team);
   memcpy(s->hb, team->out, n * sizeof(float));
+}
+
+// Called on entry to each public function that runs matvecs: whether they go to the team.
+static void
+begin_pass(void)
+{
+  split = team != 0 && harts_count() > 1;
 }
 
 void
@@ -1304,7 +1345,7 @@ llm_harts(const struct config *c, int n)
   prepared_bytes(c, pb);
   uint64 more[] = { big * sizeof(float), pb[0], pb[1], pb[2], pb[3], pb[4], pb[5], pb[6],
                     pb[7], big / QK * 32 * sizeof(uint64), big / QK * 2 * sizeof(int),
-                    big / QK * 2 * sizeof(int), 2 * TEAM_ROWS * sizeof(float) };
+                    big / QK * 2 * sizeof(int), MAX_JOB_MATRICES * TEAM_ROWS * sizeof(float) };
   for(int i = 0; i < sizeof(more) / sizeof(more[0]); i++)
     bytes += (more[i] + 63) & ~63UL;
   if(n == 1)
@@ -1563,6 +1604,7 @@ forward(const struct model *mo, struct state *s, int token, int pos, int want_lo
   const struct weights *w = &mo->w;
   int d = c->dim, kvd = c->kv_dim;
 
+  begin_pass();
   embed(mo, token, s->x);                                 // x [dim]
   for(int l = 0; l < c->n_layers; l++){
     uint64 row = ((uint64)l * s->seq_len + pos) * kvd;
@@ -1571,14 +1613,14 @@ forward(const struct model *mo, struct state *s, int token, int pos, int want_lo
     // attention: xb = rmsnorm(x); q,k,v = W xb; rope(q,k); x += wo . attend(q, K, V)
     rmsnorm(s->xb, s->x, w->rms_att + l * d, d, c->norm_eps);
     prepare_input(s, c, s->xb, d);
-    matvec(mo, &w->wq[l], s, s->q);                        // q [n_heads*head_dim]
-    matvec(mo, &w->wk[l], s, k);                           // k [kv_dim] -> cache row pos
-    matvec(mo, &w->wv[l], s, v);                           // v [kv_dim] -> cache row pos
+    const struct matrix *qkv[3] = { &w->wq[l], &w->wk[l], &w->wv[l] };
+    float *outs[3] = { s->q, k, v };    // q [n_heads*head_dim], k and v [kv_dim] -> row pos
+    matvecs_in(mo, qkv, 3, &s->in, outs);
     rope(s, c->head_dim, s->q, c->n_heads, pos);
     rope(s, c->head_dim, k, c->n_kv_heads, pos);
     attention(c, s, l, pos, s->q, s->xb);                  // xb [n_heads*head_dim]
     prepare_input(s, c, s->xb, d);
-    matvec(mo, &w->wo[l], s, s->xb2);                      // xb2 [dim]
+    matvec_in(mo, &w->wo[l], &s->in, s->xb2);             // xb2 [dim]
     for(int i = 0; i < d; i++)
       s->x[i] += s->xb2[i];
 
@@ -1587,7 +1629,7 @@ forward(const struct model *mo, struct state *s, int token, int pos, int want_lo
     prepare_input(s, c, s->xb, d);
     swiglu(mo, s, &w->w_gate[l], &w->w_up[l]);             // hb [hidden]
     prepare_input(s, c, s->hb, c->hidden_dim);
-    matvec(mo, &w->w_down[l], s, s->xb2);                  // xb2 [dim]
+    matvec_in(mo, &w->w_down[l], &s->in, s->xb2);         // xb2 [dim]
     for(int i = 0; i < d; i++)
       s->x[i] += s->xb2[i];
   }
@@ -1595,7 +1637,7 @@ forward(const struct model *mo, struct state *s, int token, int pos, int want_lo
     return;
   rmsnorm(s->xb, s->x, w->rms_final, d, c->norm_eps);
   prepare_input(s, c, s->xb, d);
-  matvec(mo, &w->classifier, s, s->logits);               // logits [vocab]
+  matvec_in(mo, &w->classifier, &s->in, s->logits);      // logits [vocab]
 }
 
 // Each of the n positions of bk: xb = rmsnorm(x, w) and its prepared input of n values.
@@ -1661,6 +1703,7 @@ forward_block(const struct model *mo, struct state *s, const int *tokens, int po
               int want_logits)
 {
   const struct config *c = &mo->c;
+  begin_pass();
   if(s->block <= 1){
     for(int t = 0; t < n; t++)
       forward(mo, s, tokens[t], pos + t, want_logits && t == n - 1);
@@ -1682,6 +1725,7 @@ void
 block_logits(const struct model *mo, struct state *s, int k)
 {
   const struct config *c = &mo->c;
+  begin_pass();
   memcpy(s->x, s->blk.x + k * c->dim, c->dim * sizeof(float));
   rmsnorm(s->xb, s->x, mo->w.rms_final, c->dim, c->norm_eps);
   prepare_input(s, c, s->xb, c->dim);
