@@ -127,9 +127,11 @@ def submissions(solution, tmp_path_factory) -> tuple[Path, dict[str, str], Path]
     return subs, {s: kind for s, (kind, _) in students.items()}, solution
 
 
-def batch(subs: Path, src: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "NEXOS_REPO"}
-    p = subprocess.run([sys.executable, "-m", "nexos", "lab", "batch", *PLAN, str(subs),
+def batch(subs: Path, src: Path, out: Path, *extra: str, plan: list[str] = PLAN
+          ) -> subprocess.CompletedProcess[str]:
+    # as on a checkout set up by scripts/setup.sh: the model file only in build/assets/
+    env = {k: v for k, v in os.environ.items() if k not in ("NEXOS_REPO", "NEXOS_GGUF")}
+    p = subprocess.run([sys.executable, "-m", "nexos", "lab", "batch", *plan, str(subs),
                         "--out", str(out), "--jobs", "2", "--timeout", TIMEOUT,
                         "--source", str(src), *extra],
                        cwd=REPO, env=env, capture_output=True, text=True,
@@ -199,6 +201,27 @@ def test_sharded_batch_equals_the_unsharded_one_and_reruns_grade_nothing(submiss
     assert {p.name: p.stat().st_mtime_ns for p in whole.glob("*.json")
             if not p.name.startswith("manifest")} == {
         k: v for k, v in stamps.items() if not k.startswith("manifest")}
+
+
+@pytest.mark.qemu
+def test_the_labs_whole_plan_grades_with_the_checkouts_model_file(solution, tmp_path):
+    """The lab's whole plan in one configuration, as a teaching assistant runs it: its
+    smolprobe checks need the LLM image, which the pristine starter copy builds from the
+    model file this checkout's scripts/setup.sh fetched (no NEXOS_GGUF)."""
+    starter = make_starter(solution, "lazy", tmp_path / "starter").out
+    solved = variant(starter, tmp_path, "solved",
+                     {"kernel/vm.c": (solution / "kernel/vm.c").read_text()})
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    as_folder(solved, subs / "alice")
+    out = tmp_path / "out"
+    batch(subs, solution, out, plan=["--lab", "lazy", "--configs", CFG])
+    record = json.loads((out / "alice.json").read_text())
+    assert record["status"] == "graded", record
+    checks = {c["name"]: c for c in record["checks"]}
+    assert {"smolprobe-numbers", "smolprobe-verdict", "lazytests", "usertests"} <= set(checks)
+    assert all(c["passed"] for c in checks.values()), checks
+    assert record["points"] == record["max_points"] > 0, record
 
 
 def test_shards_are_a_deterministic_partition(tmp_path):

