@@ -1,4 +1,4 @@
-// A block-cache buffer. (Owned by the storage work; see bio.c.)
+// A block-cache buffer (kernel/bio.c).
 struct buf {
   int valid;   // does data hold the block's contents?
   int disk;    // 1 while a disk request for this buffer is in flight

@@ -1,4 +1,4 @@
-// Open files, in-memory inodes, device switch. (Owned by the storage work.)
+// Open files, in-memory inodes, device switch (docs/filesystem.md).
 struct file {
   enum { FD_NONE, FD_PIPE, FD_INODE, FD_DEVICE } type;
   int ref;           // reference count; protected by the file table's lock

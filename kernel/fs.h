@@ -1,5 +1,4 @@
-// On-disk file-system format, shared by the kernel and mkfs.
-// (Owned by the storage work; see docs/filesystem.md.)
+// On-disk file-system format, shared by the kernel and mkfs (docs/filesystem.md).
 
 #define BSIZE 4096   // block size in bytes
 #define ROOTINO 1    // root i-number

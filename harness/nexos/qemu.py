@@ -219,7 +219,6 @@ class QemuSession:
         return self._child is not None and self._child.isalive() and not self._killed
 
     def command_line(self) -> list[str]:
-        """The full QEMU command (after the `timeout` wrapper)."""
         """The full QEMU command (after the `timeout` wrapper). The swap disk (bus 1, as `make
         qemu SWAPSIZE=..` adds it) is there once start() has made its file."""
         drive = f"file={self.image},if=none,format=raw,id=x0"

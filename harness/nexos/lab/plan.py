@@ -107,7 +107,3 @@ def nonlab_plan(lab: str, memsize: int = DEFAULT_MEMSIZE) -> Plan:
     """Only the non-lab checks: what a starter tree of `lab` passes in each configuration."""
     return [(cfg, nonlab_checks(lab, cfg)) for cfg in matrix(memsize)]
 
-
-def is_lab_check(lab: str, cfg: BuildConfig, check: str) -> bool:
-    """Whether `check` in cfg scores the lab's mechanism (for reports: lab vs non-lab)."""
-    return check in lab_checks(lab, cfg)
