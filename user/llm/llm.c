@@ -1331,10 +1331,15 @@ swiglu(const struct model *mo, struct state *s, const struct matrix *gate,
 }
 
 // Called on entry to each public function that runs matvecs: whether they go to the team.
+// Stored only when it changes: a process forked to decode alone (smolprobe --samples'
+// branches, split 0 already) must not dirty a page of this file's globals, which would be
+// a copy-on-write copy outside the state it accounts for (struct state's scratch).
 static void
 begin_pass(void)
 {
-  split = team != 0 && harts_count() > 1;
+  int want = team != 0 && harts_count() > 1;
+  if(split != want)
+    split = want;
 }
 
 void
