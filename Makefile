@@ -323,7 +323,7 @@ qemu-llm: llm $(SWAP_IMG)
 # make qemu-gdb: boot stopped at the first instruction, with QEMU's gdb server on GDBPORT (one
 # port per user, from the user id, so that users of one machine do not collide), and write
 # .gdbinit for that kernel and port; make gdb (in another window) runs gdb-multiarch with it.
-# GDBARGS passes more gdb options (e.g. -batch -x FILE: tests/test_gdb.py). docs/kernel.md,
+# GDBARGS passes more gdb options (e.g. -batch -x FILE: tests/harness/test_gdb.py). docs/kernel.md,
 # "Debugging".
 GDBPORT ?= $(shell expr `id -u` % 5000 + 25000)
 GDB ?= gdb-multiarch
