@@ -1,11 +1,11 @@
 """A course's stock-xv6 test programs drop in unmodified through EXTRA_UPROGS.
 
-The programs in tests/course/programs/ are written the way a course writes hidden tests against stock
-xv6: classic headers, sloppy printf formats, memory sized from PHYSTOP - KERNBASE, a file
-named like a built-in. They are built with `make EXTRA_UPROGS=...` into dedicated MEMSIZE=384
-folders (build/lazy<L>-cow<C>-mem384/), so that they never land on the images other tests
-boot, and run in the real kernel (docs/userland.md, "Programs from outside the tree").
-"""
+The programs in tests/course/programs/ are written the way a course writes hidden tests
+against stock xv6: classic headers, sloppy printf formats, memory sized from PHYSTOP -
+KERNBASE, a file named like a built-in. They are built with `make EXTRA_UPROGS=...` into
+dedicated MEMSIZE=384 folders (build/lazy<L>-cow<C>-mem384/), so that they never land on the
+images other tests boot, and run in the real kernel (docs/userland.md, "Programs from
+outside the tree"). """
 
 from __future__ import annotations
 
