@@ -5,7 +5,7 @@ against stock xv6: classic headers, sloppy printf formats, memory sized from PHY
 KERNBASE, a file named like a built-in. They are built with `make EXTRA_UPROGS=...` into
 dedicated MEMSIZE=384 folders (build/lazy<L>-cow<C>-mem384/), so that they never land on the
 images other tests boot, and run in the real kernel (docs/userland.md, "Programs from
-outside the tree"). """
+outside the tree")."""
 
 from __future__ import annotations
 
