@@ -13,7 +13,7 @@
 LAZY_ALLOC ?= 1
 COW_ALLOC ?= 1
 CPUS ?= 1
-MEMSIZE ?= 512
+MEMSIZE ?= $(DEFAULT_MEMSIZE)
 SWAPSIZE ?= 0
 FS_MB ?= 128
 EXTRA_UPROGS ?=
@@ -23,6 +23,7 @@ MODEL ?=
 PYTHON ?= $(wildcard $(CURDIR)/.venv/bin/python)
 QEMU ?= qemu-system-riscv64
 
+# MiB of guest RAM by default (the harness reads it here: harness/nexos/limits.py)
 DEFAULT_MEMSIZE := 512
 DEFAULT_MODEL := build/models/smollm2-135m-instruct.bin
 SYNTH_MODEL := build/models/smollm-135m-int8-seed0.bin

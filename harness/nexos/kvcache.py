@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from nexos.limits import PAGE_SIZE as PAGE
 from nexos.limits import SMOLPROBE_SEQ_LEN
 from nexos.model.format import read_header
 
-PAGE = 4096
 FLOAT_BYTES = 4
 
 

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from nexos.config import BuildConfig
+from nexos.limits import PAGE_SIZE as PAGE
 from nexos.model import generate, load_checkpoint
 from nexos.parse import find_panic
 from nexos.qemu import QemuSession
 
-PAGE = 4096
 PROMPT = [1, 2, 3]
 TEMPERATURE = 0.8          # smolprobe's default with --samples
 SEED = 7

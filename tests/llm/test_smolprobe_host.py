@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nexos.limits import PAGE_SIZE as PAGE
 from nexos.model import Transformer, generate, load_checkpoint
 from nexos.model.format import layout, read_header
 from nexos.model.synth import synthesize
 from support import patched_copy
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = 4096
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs the host gcc")
 
 

@@ -26,6 +26,7 @@ from nexos.config import BuildConfig
 from nexos.elf import read_elf
 from nexos.kvcache import KvShape, active_pages_est, expected_verdict, max_kv_pages
 from nexos.kvcache import saved_percent as floor_saved_percent
+from nexos.limits import PAGE_SIZE as PAGE
 from nexos.limits import SMOLPROBE_TEXT_GEN
 from nexos.model import generate
 from nexos.model.synth import preset_config, synthesize
@@ -37,7 +38,6 @@ from support import SharedRuns
 REPO = Path(__file__).resolve().parents[2]
 TRANSCRIPTS = REPO / "tests" / "transcripts"
 SCRIPT = REPO / "scripts" / "transcripts.py"
-PAGE = 4096
 # the values that measure time, not memory: the only ones a rerun may change
 TIMING_KEYS = ("load_ms", "decode_ms", "tokens_per_s", "peak_int8_macs_per_s",
                "matvec_int8_macs_per_s", "ratio", "peak_plain", "peak_packed", "w_gate",
