@@ -90,7 +90,7 @@ UCFLAGS = $(COMMON_CFLAGS) -march=rv64gc -mabi=lp64d -ffp-contract=off \
 .DEFAULT_GOAL := all
 # Keep object files: they are intermediate for pattern rules but worth reusing.
 .SECONDARY:
-.PHONY: all llm qemu qemu-llm qemu-gdb gdb clean distclean help FORCE
+.PHONY: all llm qemu qemu-llm qemu-command qemu-gdb gdb clean distclean help FORCE
 
 all: $(B)/kernel $(B)/fs.img
 llm: all $(B)/fs-llm.img
@@ -289,7 +289,10 @@ $(B)/fs-llm-synth.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $
 
 # ---------------------------------------------------------------- running
 
-QEMUOPTS = -machine virt -bios none -kernel $(B)/kernel -m $(MEMSIZE)M -smp $(CPUS) -nographic \
+# QEMU's command line has this one home: the harness asks for it (make qemu-command below)
+# and only adds what is its own (the image as a snapshot, a private swap file).
+KERNEL_FILE = $(B)/kernel
+QEMUOPTS = -machine virt -bios none -kernel $(KERNEL_FILE) -m $(MEMSIZE)M -smp $(CPUS) -nographic \
 	-global virtio-mmio.force-legacy=false \
 	-drive file=$(IMG),if=none,format=raw,id=x0 \
 	-device virtio-blk-device,drive=x0,bus=virtio-mmio-bus.0
@@ -303,6 +306,11 @@ SWAP_IMG := $(B)/swap-$(SWAPSIZE)M.img
 QEMUOPTS += -drive file=$(SWAP_IMG),if=none,format=raw,id=x1 \
 	-device virtio-blk-device,drive=x1,bus=virtio-mmio-bus.1
 endif
+
+# The command line alone, one word a line, for harness/nexos/qemu.py: it passes KERNEL_FILE,
+# IMG and SWAP_IMG (the files of its boot), MEMSIZE, CPUS and SWAPSIZE.
+qemu-command:
+	@printf '%s\n' $(QEMU) $(QEMUOPTS)
 
 $(B)/swap-%M.img:
 	@mkdir -p $(@D)

@@ -20,7 +20,7 @@ from nexos.qemu import (
     QemuTimeout,
     persistent_copy,
 )
-from support import children_of, default_sigint, proc_alive
+from support import REPO, children_of, default_sigint, proc_alive
 
 
 def wait_gone(pids: list[int], seconds: float = 10.0) -> list[int]:
@@ -37,6 +37,25 @@ def wait_gone(pids: list[int], seconds: float = 10.0) -> list[int]:
 def fake_session(fq, config=None, **kw) -> QemuSession:
     return QemuSession(fq["kernel"], fq["image"], config or BuildConfig(1, 1),
                        qemu=fq["qemu"], boot_timeout=20, lifetime=60, **kw)
+
+
+# --------------------------------------------------------------------------- the command
+
+def test_command_line_is_the_makefiles(tmp_path):
+    """QEMU's command line has one home, the Makefile's QEMUOPTS: the session's is `make
+    qemu-command` for its files, with the image as a snapshot unless persistent."""
+    kernel, image = tmp_path / "kernel", tmp_path / "fs.img"
+    cfg = BuildConfig(1, 0, memsize=256, cpus=2)
+    make = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-C", str(REPO), "qemu-command", "MEMSIZE=256",
+         "CPUS=2", f"KERNEL_FILE={kernel}", f"IMG={image}", "QEMU=/usr/bin/q"],
+        capture_output=True, text=True, check=True).stdout.split()
+    s = QemuSession(kernel, image, cfg, qemu="/usr/bin/q")
+    assert s.command_line() == [w + ",snapshot=on" if w.endswith(",id=x0") else w
+                                for w in make]
+    assert "-m" in make and make[make.index("-m") + 1] == "256M" and "id=x1" not in str(make)
+    assert QemuSession(kernel, image, cfg, qemu="/usr/bin/q",
+                       snapshot=False).command_line() == make
 
 
 # --------------------------------------------------------------------------- fake QEMU
