@@ -158,6 +158,7 @@ def test_fake_killed_harness_leaves_no_qemu(fake_qemu, sig):
 # --------------------------------------------------------------------------- the real kernel
 
 @pytest.mark.qemu
+@pytest.mark.quick   # the quick tier's smoke test: the kernel builds, boots and runs a command
 def test_real_boot_line_and_echo(kernel11):
     cfg, d = kernel11
     with QemuSession(d / "kernel", d / "fs.img", cfg, lifetime=120) as s:
