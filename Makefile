@@ -13,7 +13,7 @@
 LAZY_ALLOC ?= 1
 COW_ALLOC ?= 1
 CPUS ?= 1
-MEMSIZE ?= 512
+MEMSIZE ?= $(DEFAULT_MEMSIZE)
 SWAPSIZE ?= 0
 FS_MB ?= 128
 EXTRA_UPROGS ?=
@@ -23,6 +23,7 @@ MODEL ?=
 PYTHON ?= $(wildcard $(CURDIR)/.venv/bin/python)
 QEMU ?= qemu-system-riscv64
 
+# MiB of guest RAM by default (the harness reads it here: harness/nexos/limits.py)
 DEFAULT_MEMSIZE := 512
 DEFAULT_MODEL := build/models/smollm2-135m-instruct.bin
 SYNTH_MODEL := build/models/smollm-135m-int8-seed0.bin
@@ -89,7 +90,7 @@ UCFLAGS = $(COMMON_CFLAGS) -march=rv64gc -mabi=lp64d -ffp-contract=off \
 .DEFAULT_GOAL := all
 # Keep object files: they are intermediate for pattern rules but worth reusing.
 .SECONDARY:
-.PHONY: all llm qemu qemu-llm qemu-gdb gdb clean distclean help FORCE
+.PHONY: all llm qemu qemu-llm qemu-command qemu-gdb gdb clean distclean help FORCE
 
 all: $(B)/kernel $(B)/fs.img
 llm: all $(B)/fs-llm.img
@@ -288,7 +289,10 @@ $(B)/fs-llm-synth.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $
 
 # ---------------------------------------------------------------- running
 
-QEMUOPTS = -machine virt -bios none -kernel $(B)/kernel -m $(MEMSIZE)M -smp $(CPUS) -nographic \
+# QEMU's command line has this one home: the harness asks for it (make qemu-command below)
+# and only adds what is its own (the image as a snapshot, a private swap file).
+KERNEL_FILE = $(B)/kernel
+QEMUOPTS = -machine virt -bios none -kernel $(KERNEL_FILE) -m $(MEMSIZE)M -smp $(CPUS) -nographic \
 	-global virtio-mmio.force-legacy=false \
 	-drive file=$(IMG),if=none,format=raw,id=x0 \
 	-device virtio-blk-device,drive=x0,bus=virtio-mmio-bus.0
@@ -302,6 +306,11 @@ SWAP_IMG := $(B)/swap-$(SWAPSIZE)M.img
 QEMUOPTS += -drive file=$(SWAP_IMG),if=none,format=raw,id=x1 \
 	-device virtio-blk-device,drive=x1,bus=virtio-mmio-bus.1
 endif
+
+# The command line alone, one word a line, for harness/nexos/qemu.py: it passes KERNEL_FILE,
+# IMG and SWAP_IMG (the files of its boot), MEMSIZE, CPUS and SWAPSIZE.
+qemu-command:
+	@printf '%s\n' $(QEMU) $(QEMUOPTS)
 
 $(B)/swap-%M.img:
 	@mkdir -p $(@D)
@@ -323,7 +332,7 @@ qemu-llm: llm $(SWAP_IMG)
 # make qemu-gdb: boot stopped at the first instruction, with QEMU's gdb server on GDBPORT (one
 # port per user, from the user id, so that users of one machine do not collide), and write
 # .gdbinit for that kernel and port; make gdb (in another window) runs gdb-multiarch with it.
-# GDBARGS passes more gdb options (e.g. -batch -x FILE: tests/test_gdb.py). docs/kernel.md,
+# GDBARGS passes more gdb options (e.g. -batch -x FILE: tests/harness/test_gdb.py). docs/kernel.md,
 # "Debugging".
 GDBPORT ?= $(shell expr `id -u` % 5000 + 25000)
 GDB ?= gdb-multiarch

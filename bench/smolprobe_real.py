@@ -43,7 +43,7 @@ TARGET_WALL_S = 20.0
 BENCH = "smolprobe --bench"
 TARGET_TOKENS_PER_S = 5.0
 TARGET_Q4_1_RATIO = 70.0  # percent of the peak packed int8 rate
-# the text of tests/test_perplexity.py (GETTYSBURG), public domain
+# the text of tests/llm/test_perplexity.py (GETTYSBURG), public domain
 PERPLEXITY_TEXT = ("Four score and seven years ago our fathers brought forth on this "
                    "continent, a new nation, conceived in Liberty, and dedicated to the "
                    "proposition that all men are created equal. Now we are engaged in a great "

@@ -19,10 +19,10 @@ import sys
 from benchlib import BenchError, Figure, build, main, repo, serve_run
 
 from nexos.config import BuildConfig
+from nexos.limits import PAGE_SIZE as PAGE
 
 NAME = "smolserve_weights"
 CPUS = 2
-PAGE = 4096
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

@@ -32,7 +32,10 @@
 // The kernel maps RAM one-to-one from KERNBASE to PHYSTOP. The Makefile passes
 // -DMEMSIZE_MB=$(MEMSIZE) to the kernel and to user programs (built-in and EXTRA_UPROGS)
 // alike, so a user program sizing a test from PHYSTOP - KERNBASE sees the configured RAM
-// (docs/userland.md); kernel/param.h's default applies only to compiles outside the Makefile.
+// (docs/userland.md). It has no default: the Makefile's DEFAULT_MEMSIZE is its one home.
+#ifndef MEMSIZE_MB
+#error "MEMSIZE_MB (guest RAM in MiB) comes from the Makefile: -DMEMSIZE_MB=$(MEMSIZE)"
+#endif
 #define KERNBASE 0x80000000L
 #define PHYSTOP  (KERNBASE + (uint64)MEMSIZE_MB*1024*1024)
 

@@ -16,17 +16,15 @@
 #define USERSTACK    1    // user stack pages (below them: one guard page)
 
 // Build-time configuration. The Makefile always passes all three as -D flags (its defaults
-// are LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE=512); the values below only serve a compiler run
-// outside the Makefile, and are the eager policies: 0 maps every sbrk page at once, 0 copies
-// every page at fork.
+// are LAZY_ALLOC=1 COW_ALLOC=1 and its DEFAULT_MEMSIZE); the policies below only serve a
+// compiler run outside the Makefile, and are the eager ones: 0 maps every sbrk page at once,
+// 0 copies every page at fork. The memory size, MEMSIZE_MB, has no default here: it comes
+// from the Makefile alone, which also gives it to QEMU (-m); see kernel/memlayout.h.
 #ifndef LAZY_ALLOC
 #define LAZY_ALLOC 0      // 1: sbrk grows sz only; pages are mapped on first touch
 #endif
 #ifndef COW_ALLOC
 #define COW_ALLOC 0       // 1: fork shares pages read-only; a store copies on demand
-#endif
-#ifndef MEMSIZE_MB
-#define MEMSIZE_MB 512    // guest RAM in MiB; must equal QEMU's -m
 #endif
 
 // The clock: QEMU's time CSR counts at 10 MHz; the timer interrupts every TICK_CYCLES,

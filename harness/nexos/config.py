@@ -6,9 +6,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_MEMSIZE = 512  # MiB; the Makefile's default MEMSIZE
+from nexos.limits import DEFAULT_MEMSIZE, MAX_CPUS
+
 DEFAULT_CPUS = 1
-MAX_CPUS = 8  # NCPU in kernel/param.h
 LLM_CPUS = 2  # harts the model's programs boot with where the host has the cores (make qemu-llm)
 
 

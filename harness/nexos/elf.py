@@ -16,7 +16,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-PAGE = 4096
+from nexos.limits import PAGE_SIZE as PAGE
+
 PT_LOAD = 1
 PF_X, PF_W = 1, 2
 SHT_NOBITS = 8

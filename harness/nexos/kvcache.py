@@ -1,5 +1,5 @@
 """Expected KV-cache page counts (docs/kvcache.md), computed from the model shape: the
-Python twin of user/llm/kv.c, which tests/test_kvcache.py holds equal to it.
+Python twin of user/llm/kv.c, which tests/llm/test_kvcache.py holds equal to it.
 
 The KV cache is one page-aligned sbrk reservation laid out as key[layer][seq][kv_dim] then
 value[layer][seq][kv_dim], float32. That is 2*n_layers regions of seq_len*kv_dim*4 bytes each;
@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from nexos.limits import PAGE_SIZE as PAGE
 from nexos.limits import SMOLPROBE_SEQ_LEN
 from nexos.model.format import read_header
 
-PAGE = 4096
 FLOAT_BYTES = 4
 
 

@@ -1,10 +1,12 @@
-"""The C programs' defaults and limits that the harness needs, read from the programs' own
-headers so that each value has one home: user/smolprobe/smolprobe.h and
-user/smolserve/smolserve.h, in the checkout this harness belongs to (docs/harness.md,
+"""The C side's values that the harness needs, read from their one home so that nothing is
+copied by hand: the programs' headers (user/smolprobe/smolprobe.h,
+user/smolserve/smolserve.h, user/llm/llm.h), the kernel's page size (kernel/riscv.h) and the
+Makefile's default guest memory, in the checkout this harness belongs to (docs/harness.md,
 "Values from the C side").
 
-A header line `#define NAME 123   // why` gives NAME; a name the harness needs that is
-missing from its header is an error at import, not a silent default.
+A header line `#define NAME 123   // why` (or `(1 << 24)`) gives NAME, a Makefile line `NAME
+:= 512` likewise; a name the harness needs that is missing is an error at import, not a
+silent default.
 """
 
 from __future__ import annotations
@@ -13,25 +15,41 @@ import re
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-DEFINE_RE = re.compile(r"^#define\s+([A-Z][A-Z0-9_]*)\s+(\d+)\b", re.M)
+DEFINE_RE = re.compile(r"^#define\s+([A-Z][A-Z0-9_]*)\s+(?:(\d+)\b|\(1\s*<<\s*(\d+)\))", re.M)
+MAKE_RE = re.compile(r"^([A-Z][A-Z0-9_]*)\s*:=\s*(\d+)\s*$", re.M)
 
 
 class LimitsError(RuntimeError):
     """A header the harness reads is missing, or lacks a value it needs."""
 
 
-def read_defines(header: Path, names: tuple[str, ...]) -> dict[str, int]:
-    """The integer `#define`s `names` of `header`."""
+def _read(path: Path) -> str:
     try:
-        text = header.read_text()
+        return path.read_text()
     except OSError as e:
-        raise LimitsError(f"{header}: cannot read ({e.strerror}); the harness reads the C "
-                          "programs' limits from the checkout it is installed from") from None
-    found = {m[1]: int(m[2]) for m in DEFINE_RE.finditer(text)}
+        raise LimitsError(f"{path}: cannot read ({e.strerror}); the harness reads the C "
+                          "side's values from the checkout it is installed from") from None
+
+
+def _pick(path: Path, found: dict[str, int], names: tuple[str, ...], form: str
+          ) -> dict[str, int]:
     missing = [n for n in names if n not in found]
     if missing:
-        raise LimitsError(f"{header}: no `#define {missing[0]} <integer>` line")
+        raise LimitsError(f"{path}: no `{form.format(missing[0])}` line")
     return {n: found[n] for n in names}
+
+
+def read_defines(header: Path, names: tuple[str, ...]) -> dict[str, int]:
+    """The integer `#define`s `names` of `header` (`123` or `(1 << 24)`)."""
+    found = {m[1]: int(m[2]) if m[2] else 1 << int(m[3])
+             for m in DEFINE_RE.finditer(_read(header))}
+    return _pick(header, found, names, "#define {} <integer>")
+
+
+def read_make_values(makefile: Path, names: tuple[str, ...]) -> dict[str, int]:
+    """The integer `NAME := 123` assignments `names` of `makefile`."""
+    found = {m[1]: int(m[2]) for m in MAKE_RE.finditer(_read(makefile))}
+    return _pick(makefile, found, names, "{} := <integer>")
 
 
 _PROBE = read_defines(CHECKOUT / "user" / "smolprobe" / "smolprobe.h",
@@ -39,6 +57,15 @@ _PROBE = read_defines(CHECKOUT / "user" / "smolprobe" / "smolprobe.h",
 _SERVE = read_defines(CHECKOUT / "user" / "smolserve" / "smolserve.h",
                       ("MAX_REQ", "MAX_PROMPT", "ID_LEN", "MAX_FILE", "MAX_CHAT"))
 
+_LLM = read_defines(CHECKOUT / "user" / "llm" / "llm.h", ("LLM_MAX_DIM",))
+_KERNEL = {**read_defines(CHECKOUT / "kernel" / "riscv.h", ("PGSIZE",)),
+           **read_defines(CHECKOUT / "kernel" / "param.h", ("NCPU",))}
+_MAKE = read_make_values(CHECKOUT / "Makefile", ("DEFAULT_MEMSIZE",))
+
+PAGE_SIZE = _KERNEL["PGSIZE"]                    # bytes of a page
+MAX_CPUS = _KERNEL["NCPU"]                       # harts the kernel can run (-smp 1..this)
+DEFAULT_MEMSIZE = _MAKE["DEFAULT_MEMSIZE"]       # MiB of guest RAM when MEMSIZE is not given
+LLM_MAX_DIM = _LLM["LLM_MAX_DIM"]                # bound on every model header size
 SMOLPROBE_SEQ_LEN = _PROBE["DEFAULT_SEQ_LEN"]   # --seq-len when none is given (capped by the model)
 SMOLPROBE_TEXT_GEN = _PROBE["DEFAULT_TEXT_GEN"]  # --gen-len of --prompt/--chat when none is given
 SMOLPROBE_MAX_SAMPLES = _PROBE["MAX_SAMPLES"]    # --samples 1..this

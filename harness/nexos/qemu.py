@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import os
 import re
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -29,6 +31,7 @@ from typing import TextIO
 import pexpect
 
 from nexos.config import BuildConfig
+from nexos.limits import CHECKOUT
 from nexos.parse import BootInfo, ParseError, find_usertraps, parse_boot_line
 from nexos.toolchain import find_qemu
 
@@ -61,6 +64,27 @@ class QemuExited(QemuError):
 
 class BootMismatch(QemuError):
     """The boot line does not describe the configuration that was requested."""
+
+
+# Stand-ins for this boot's files in the Makefile's command line (makefile_command)
+KERNEL_WORD, IMAGE_WORD, SWAP_WORD = "@KERNEL@", "@IMAGE@", "@SWAP@"
+
+
+@functools.lru_cache(maxsize=None)
+def makefile_command(memsize: int, cpus: int, swap: bool) -> tuple[str, ...]:
+    """QEMU's command line as the checkout's Makefile has it (`make qemu-command`: QEMUOPTS,
+    its one home) for this much RAM and these harts, with or without the swap disk, the
+    files as KERNEL_WORD, IMAGE_WORD and SWAP_WORD; asked once per process and shape."""
+    p = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-C", str(CHECKOUT), "qemu-command",
+         f"MEMSIZE={memsize}", f"CPUS={cpus}", f"SWAPSIZE={1 if swap else 0}",
+         f"KERNEL_FILE={KERNEL_WORD}", f"IMG={IMAGE_WORD}", f"SWAP_IMG={SWAP_WORD}"],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    words = tuple(p.stdout.split())
+    if p.returncode != 0 or IMAGE_WORD not in " ".join(words):
+        raise QemuError(f"make qemu-command in {CHECKOUT} failed: "
+                        f"{(p.stderr or p.stdout).strip()[-300:]}")
+    return words
 
 
 @dataclass(frozen=True)
@@ -219,21 +243,19 @@ class QemuSession:
         return self._child is not None and self._child.isalive() and not self._killed
 
     def command_line(self) -> list[str]:
-        """The full QEMU command (after the `timeout` wrapper). The swap disk (bus 1, as `make
-        qemu SWAPSIZE=..` adds it) is there once start() has made its file."""
-        drive = f"file={self.image},if=none,format=raw,id=x0"
-        if self.snapshot:
-            drive += ",snapshot=on"
-        cmd = [
-            self.qemu or find_qemu(), "-machine", "virt", "-bios", "none",
-            "-kernel", str(self.kernel), "-m", f"{self.config.memsize}M",
-            "-smp", str(self.config.cpus), "-nographic",
-            "-global", "virtio-mmio.force-legacy=false",
-            "-drive", drive, "-device", "virtio-blk-device,drive=x0,bus=virtio-mmio-bus.0",
-        ]
-        if self.swap_image is not None:
-            cmd += ["-drive", f"file={self.swap_image},if=none,format=raw,id=x1",
-                    "-device", "virtio-blk-device,drive=x1,bus=virtio-mmio-bus.1"]
+        """The full QEMU command (after the `timeout` wrapper): the Makefile's (`make
+        qemu-command`, its one home) for this boot's files, the image as a snapshot unless
+        persistent. The swap disk (bus 1) is there once start() has made its file."""
+        files = {KERNEL_WORD: str(self.kernel), IMAGE_WORD: str(self.image),
+                 SWAP_WORD: str(self.swap_image)}
+        cmd = [self.qemu or find_qemu()]
+        for word in makefile_command(self.config.memsize, self.config.cpus,
+                                     self.swap_image is not None)[1:]:
+            for placeholder, path in files.items():
+                word = word.replace(placeholder, path)
+            if self.snapshot and word.endswith(",id=x0"):
+                word += ",snapshot=on"
+            cmd.append(word)
         return cmd
 
     # ---- lifecycle

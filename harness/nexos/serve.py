@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from nexos.config import BuildConfig
+from nexos.limits import LLM_MAX_DIM
 from nexos.limits import SMOLSERVE_MAX_CHAT as MAX_CHAT
 from nexos.limits import SMOLSERVE_MAX_FILE as MAX_FILE  # smolserve's limits (docs/smolserve.md)
 from nexos.limits import SMOLSERVE_MAX_ID as MAX_ID
@@ -62,7 +63,7 @@ ShellErrors = tuple[type[BaseException], ...]
 DEFAULT_REQUESTS, DEFAULT_MAX_LEN = 32, 2048  # the README's workload: no workload given
 BUILTIN_WORKLOADS = ("seed32",)
 GUEST_WORKLOAD = "/workload"  # where a workload file from the host is written in the guest
-MAX_LEN_LIMIT, MAX_TOKEN_ID = 1 << 24, 10**9  # LLM_MAX_DIM; the parser's bound on an id
+MAX_LEN_LIMIT, MAX_TOKEN_ID = LLM_MAX_DIM, 10**9  # the C side's; the parser's bound on an id
 _ID_RE = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID}}}")
 _NUM_RE = re.compile(r"[0-9]{1,15}")
 _IDS = r"[0-9]{1,10}(,[0-9]{1,10})*"

@@ -1,4 +1,4 @@
-// Host driver for kernel/fdt.c (tests/test_fdt.py): the kernel's device-tree reader,
+// Host driver for kernel/fdt.c (tests/kernel/test_fdt.py): the kernel's device-tree reader,
 // compiled unchanged, run on blobs QEMU dumped and on damaged copies of them.
 //
 //   fdtcheck FILE           print fdt_cpus() of the blob

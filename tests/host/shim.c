@@ -8,7 +8,7 @@
 // accounting of a program behaves like NexOS's LAZY_ALLOC=1 build: a page is "mapped" from
 // its first touch. There are no page-table pages here, so used_pages == mapped_pages.
 //
-// Build: see tests/host/Makefile (or tests/test_smolprobe_host.py).
+// Build: see tests/host/Makefile (or tests/llm/test_smolprobe_host.py).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

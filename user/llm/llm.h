@@ -19,6 +19,7 @@
 #define WEIGHT_Q4_1 3         // GGUF's Q4_1 blocks (version 2 files)
 #define WEIGHT_PER_TENSOR 255 // version 2 header: the types are in the type table
 #define QK 32                 // values per Q8_0/Q4_1 block
+#define LLM_MODEL "/model.bin" // the checkpoint on the LLM image (the Makefile puts it there)
 #define LLM_MAX_DIM (1 << 24)     // bound on every header size (keeps products in range)
 #define LLM_MAX_BLOCK 64          // bound on struct state's block (forward_block)
 #define LLM_PREFILL_BLOCK 16      // the programs' default block (--prefill-block)

@@ -52,7 +52,7 @@ usage(void)
          "  --prompt-cache FILE  reuse the K/V rows of the longest prefix this prompt shares\n"
          "                   with the one saved in FILE, and save this prompt's rows there\n"
          "                   when FILE holds none usable (--chat: %s by default; none: off)\n",
-         DEFAULT_MODEL, CHAT_CACHE ? CHAT_CACHE : "none");
+         LLM_MODEL, CHAT_CACHE ? CHAT_CACHE : "none");
 }
 
 // Parse a decimal integer in [lo, hi] (optional leading '-'), or die naming the flag.
@@ -146,7 +146,7 @@ static void
 parse_args(int argc, char **argv, struct options *o)
 {
   memset(o, 0, sizeof(*o));
-  o->model = DEFAULT_MODEL;
+  o->model = LLM_MODEL;
   o->gen_len = -1;
   o->temperature = -1.0f;
   o->block = LLM_PREFILL_BLOCK;

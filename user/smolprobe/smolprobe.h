@@ -22,9 +22,8 @@
 #include "user/llm/tokenizer.h"
 #include "user/llm/kv.h"
 #include "user/llm/harts.h"
+#include "kernel/riscv.h"      // PGSIZE
 
-#define PGSIZE 4096
-#define DEFAULT_MODEL "/model.bin"
 #define DEFAULT_SEQ_LEN 256       // --seq-len when not given (at most the model's max_seq_len)
 #define DEFAULT_TEXT_GEN 64       // --gen-len of --prompt/--chat when not given
 #define MAX_SAMPLES 6             // most --samples branches (file descriptors: samples.c)

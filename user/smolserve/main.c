@@ -51,7 +51,7 @@ int
 main(int argc, char **argv)
 {
   static struct server sv;
-  const char *model = DEFAULT_MODEL, *workload = 0, *kill_id = 0;
+  const char *model = LLM_MODEL, *workload = 0, *kill_id = 0;
   long requests = 0, max_len = 0, seed = 0, long_len = 16, prefix_len = 0;
   llm_name = "smolserve";
   sv.share = 1;

@@ -28,9 +28,8 @@
 #include "user/llm/llm.h"
 #include "user/llm/tokenizer.h"
 #include "user/llm/kv.h"
+#include "kernel/riscv.h"      // PGSIZE
 
-#define PGSIZE 4096
-#define DEFAULT_MODEL "/model.bin"
 #define MAX_REQ 64            // requests in one workload
 #define MAX_PROMPT 128        // prompt tokens of one request, its shared prefix included
 #define MAX_PREFIX 8          // distinct shared prefixes in one workload

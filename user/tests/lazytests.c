@@ -783,7 +783,7 @@ static const struct test tests[] = {
   { "execempty", execempty, 1 },
   { "shrinkbelow", shrinkbelow, 1 },
   { "lazyoom", lazyoom, 1 },
-  { "oomcrowd", oomcrowd, NAMED_ONLY },   // fills all of RAM twice: tests/test_lazytests.py
+  { "oomcrowd", oomcrowd, NAMED_ONLY },   // fills all of RAM twice: tests/kernel/test_lazytests.py
   { 0, 0, 0 },
 };
 

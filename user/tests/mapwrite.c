@@ -5,9 +5,8 @@
 #include "kernel/types.h"
 #include "kernel/stat.h"
 #include "kernel/fcntl.h"
+#include "kernel/riscv.h"
 #include "user/user.h"
-
-#define PGSIZE 4096
 
 static void
 die(const char *file, const char *why)

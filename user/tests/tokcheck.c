@@ -1,5 +1,5 @@
 // tokcheck: encode text with the tokenizer blob, print the ids and decode them back
-// (docs/tokenizer.md). Also the tool tests/test_tokenizer.py drives on the host.
+// (docs/tokenizer.md). Also the tool tests/llm/test_tokenizer.py drives on the host.
 //
 //   tokcheck BLOB [--chat] [--system S] [--file F | TEXT...]   ids, then the decoded text
 //   tokcheck BLOB --bench N [--chat] [--file F | TEXT...]      time N encodes of the text

@@ -22,13 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
+from nexos.limits import SMOLPROBE_SEQ_LEN
 from nexos.model.format import Block, Checkpoint, QuantBlock, block_row, load_checkpoint
 from nexos.model.qblocks import GGMLBlock, QMatrix
 from nexos.model.quant import matvec_int8
 from nexos.model.sampler import XorShift64Star, exp_f32, sample
 
 F32 = np.float32
-DEFAULT_SEQ_LEN = 256  # smolprobe's runtime_seq_len
+DEFAULT_SEQ_LEN = SMOLPROBE_SEQ_LEN  # smolprobe's runtime_seq_len
 ARITHS = ("int", "float")  # how Q8_0/Q4_1 blocks are multiplied (module docstring)
 
 

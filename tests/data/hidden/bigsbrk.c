@@ -1,4 +1,4 @@
-// tests/data/hidden/bigsbrk.c: a hidden test program for tests/test_gradescope.py (docs/lab.md,
+// tests/data/hidden/bigsbrk.c: a hidden test program for tests/course/test_gradescope.py (docs/lab.md,
 // "Grading a course"). It reserves more than the guest's memory and touches a few pages of
 // it: only a lazy sbrk (LAZY_ALLOC=1 with the lazy lab done) can give that.
 #include "kernel/types.h"

