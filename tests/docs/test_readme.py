@@ -1,5 +1,6 @@
 """The README's promises that CI keeps: `.ci/run` runs the README's two fresh-machine commands
-verbatim and in the README's order, and `pytest -m "not qemu"` starts no QEMU."""
+verbatim and in the README's order, `pytest -m "not qemu"` starts no QEMU, and the quick tier
+(`pytest -m quick`) is every test that boots nothing plus the one boot it names."""
 
 from __future__ import annotations
 
@@ -65,6 +66,25 @@ def test_hermetic_hides_tmp_home_and_the_callers_environment(tmp_path: Path):
     under_tmp = ROOT.parts[1] == "tmp"
     assert set(in_tmp.split()) == {home_path.name} | ({ROOT.parts[2]} if under_tmp else set())
     assert rest.split() == ["hidden", str(ROOT)]
+
+
+def collected(*selection: str) -> set[str]:
+    """The node ids pytest collects in this checkout with `selection` (nothing runs)."""
+    p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                        "-p", "no:cacheprovider", *selection], cwd=ROOT, capture_output=True,
+                       text=True, stdin=subprocess.DEVNULL, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    return {ln for ln in p.stdout.splitlines() if "::" in ln}
+
+
+def test_the_quick_tier_is_what_boots_nothing_and_one_boot():
+    readme = (ROOT / "README.md").read_text()
+    assert "`.venv/bin/python -m pytest -n 2 -m quick`" in readme
+    quick, not_qemu, qemu = collected("-m", "quick"), collected("-m", "not qemu"), \
+        collected("-m", "qemu")
+    assert not_qemu <= quick and len(not_qemu) > 400
+    assert quick - not_qemu == {"tests/harness/test_qemu.py::test_real_boot_line_and_echo"}
+    assert quick | qemu == collected()
 
 
 GUARD_PROBE = """
