@@ -23,7 +23,7 @@ MODEL ?=
 PYTHON ?= $(wildcard $(CURDIR)/.venv/bin/python)
 QEMU ?= qemu-system-riscv64
 
-# MiB of guest RAM by default (the harness reads it here: harness/nexos/limits.py)
+# MiB of guest RAM by default (the harness reads it here: harness/nexos/machine/limits.py)
 DEFAULT_MEMSIZE := 512
 DEFAULT_MODEL := build/models/smollm2-135m-instruct.bin
 SYNTH_MODEL := build/models/smollm-135m-int8-seed0.bin
@@ -307,7 +307,7 @@ QEMUOPTS += -drive file=$(SWAP_IMG),if=none,format=raw,id=x1 \
 	-device virtio-blk-device,drive=x1,bus=virtio-mmio-bus.1
 endif
 
-# The command line alone, one word a line, for harness/nexos/qemu.py: it passes KERNEL_FILE,
+# The command line alone, one word a line, for harness/nexos/machine/qemu.py: it passes KERNEL_FILE,
 # IMG and SWAP_IMG (the files of its boot), MEMSIZE, CPUS and SWAPSIZE.
 qemu-command:
 	@printf '%s\n' $(QEMU) $(QEMUOPTS)

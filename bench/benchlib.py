@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 try:
-    from nexos.build import BuildError, build_one
-    from nexos.config import BuildConfig, ConfigError, find_repo
+    from nexos.machine.build import BuildError, build_one
+    from nexos.machine.config import BuildConfig, ConfigError, find_repo
+    from nexos.machine.qemu import QemuError, QemuSession
     from nexos.parse import ParseError, parse_serve
-    from nexos.qemu import QemuError, QemuSession
     from nexos.records import ServeResult
 except ModuleNotFoundError as missing:  # e.g. the system python3, which has no packages
     sys.exit(f"bench: {sys.executable} cannot import {missing.name}: run the benchmarks with "

@@ -12,7 +12,7 @@ import sys
 
 from benchlib import Figure, booted, build, main, median
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 
 NAME = "boot_time"
 TARGET_S = 1.5

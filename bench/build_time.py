@@ -21,7 +21,7 @@ from pathlib import Path
 
 from benchlib import BenchError, Figure, build, main, repo
 
-from nexos.config import DEFAULT_MEMSIZE, BuildConfig
+from nexos.machine.config import DEFAULT_MEMSIZE, BuildConfig
 
 NAME = "build_time"
 TARGET_S = 20.0

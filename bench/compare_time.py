@@ -16,7 +16,7 @@ import time
 
 from benchlib import BenchError, Figure, build, main, repo
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 
 NAME = "compare_time"
 TARGET_S = 40.0

@@ -20,7 +20,7 @@ import sys
 
 from benchlib import BenchError, Figure, booted, build, main, number, parse_kv_line
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 
 NAME = "cow_parallel"
 TARGET_USED_RATIO = 1.05

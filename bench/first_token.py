@@ -22,7 +22,7 @@ import sys
 
 from benchlib import BenchError, Figure, booted, build, main, median
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 from nexos.parse import ParseError, SmolprobeResult, parse_smolprobe
 
 NAME = "first_token"

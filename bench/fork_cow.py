@@ -12,7 +12,7 @@ import sys
 
 from benchlib import BenchError, Figure, booted, build, main, median, number, run_line
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 
 NAME = "fork_cow"
 TARGET_RATIO = 50.0

@@ -19,7 +19,7 @@ from pathlib import Path
 from benchlib import BenchError, Figure, build, main
 from compare_time import timed_nexos
 
-from nexos.config import matrix
+from nexos.machine.config import matrix
 
 NAME = "grade_time"
 TARGET_S = 15 * 60.0

@@ -31,9 +31,9 @@ import time
 
 from benchlib import BenchError, Figure, booted, build, load_note, main, median
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import QemuSession
 from nexos.parse import ParseError, SmolprobeResult, parse_smolprobe
-from nexos.qemu import QemuSession
 
 NAME = "inference_speed"
 DECODE = "smolprobe --prompt-tokens 1,2,3 --gen-len 40"

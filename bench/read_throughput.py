@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchlib import BenchError, Figure, booted, build, main, number, repo, run_line
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 
 NAME = "read_throughput"
 TARGET_MIBPS = 50.0

@@ -17,7 +17,7 @@ import sys
 
 from benchlib import BenchError, Figure, booted, build, main, number, parse_kv_line
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 
 NAME = "smolprobe_int8"
 TARGET_RATIO = 70.0  # percent

@@ -29,8 +29,8 @@ import time
 
 from benchlib import BenchError, Figure, booted, main, number, parse_kv_line, repo
 
-from nexos.build import build_one, default_model
-from nexos.config import BuildConfig
+from nexos.machine.build import build_one, default_model
+from nexos.machine.config import BuildConfig
 from nexos.model.gguf_import import import_gguf
 from nexos.model.reference import perplexity
 from nexos.model.tokenizer import find_smollm2_gguf, smollm2_missing, tokenizer_blob

@@ -15,7 +15,7 @@ import sys
 
 from benchlib import BenchError, Figure, booted, build, main
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 from nexos.parse import ParseError, Record, SmolprobeResult, parse_smolprobe
 
 NAME = "smolprobe_speed"

@@ -18,7 +18,7 @@ import sys
 
 from benchlib import Figure, build, main, serve_run
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 from nexos.records import ServeSummary
 
 NAME = "smolserve_capacity"

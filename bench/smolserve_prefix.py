@@ -19,7 +19,7 @@ import sys
 
 from benchlib import Figure, build, main, serve_run
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 from nexos.records import ServeResult
 
 NAME = "smolserve_prefix"

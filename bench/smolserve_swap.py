@@ -1,7 +1,7 @@
 """smolserve_swap: recompute against swap under memory pressure (docs/smolserve.md,
 "Overcommit: recompute against swap"), for a short, a medium and a long workload.
 
-The workloads are `nexos serve --swap`'s (nexos.serve.PRESSURE_WORKLOADS): each asks the
+The workloads are `nexos serve --swap`'s (nexos.programs.serve.PRESSURE_WORKLOADS): each asks the
 same memory, its requests' reservations adding up to about 3.4x the free pages of a 256 MiB
 guest (48 requests of 256 slots, 12 of 1024, 6 of 2048), and every first attempt fills its
 reservation once its prompt is fed (--test-fill 1), all admitted at once (--overcommit 1).
@@ -19,9 +19,14 @@ import sys
 
 from benchlib import BenchError, Figure, build, main, serve_run
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
+from nexos.programs.serve import (
+    PRESSURE_MEMSIZE,
+    PRESSURE_WORKLOADS,
+    pressure_workloads,
+    serve_command,
+)
 from nexos.records import ServeResult
-from nexos.serve import PRESSURE_MEMSIZE, PRESSURE_WORKLOADS, pressure_workloads, serve_command
 
 NAME = "smolserve_swap"
 

@@ -18,8 +18,8 @@ import sys
 
 from benchlib import BenchError, Figure, build, main, repo, serve_run
 
-from nexos.config import BuildConfig
-from nexos.limits import PAGE_SIZE as PAGE
+from nexos.machine.config import BuildConfig
+from nexos.machine.limits import PAGE_SIZE as PAGE
 
 NAME = "smolserve_weights"
 CPUS = 2

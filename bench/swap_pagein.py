@@ -19,7 +19,7 @@ from pathlib import Path
 from benchlib import BenchError, Figure, booted, build, main, number, run_line
 from read_throughput import make_image
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 
 NAME = "swap_pagein"
 TARGET_RATIO = 0.5

@@ -18,8 +18,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "harness"))
 
-from nexos.config import DEFAULT_MEMSIZE, BuildConfig  # noqa: E402
-from nexos.qemu import QemuSession  # noqa: E402
+from nexos.machine.config import DEFAULT_MEMSIZE, BuildConfig  # noqa: E402
+from nexos.machine.qemu import QemuSession  # noqa: E402
 
 TRANSCRIPTS = REPO / "tests" / "transcripts"
 HEADER = "# scripts/serve_transcripts.py"

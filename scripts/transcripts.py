@@ -26,13 +26,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "harness"))
 
-from nexos.build import build_one, default_model  # noqa: E402
-from nexos.config import BuildConfig  # noqa: E402
-from nexos.elf import ElfImage, read_elf  # noqa: E402
+from nexos.machine.build import build_one, default_model  # noqa: E402
+from nexos.machine.config import BuildConfig  # noqa: E402
+from nexos.machine.elf import ElfImage, read_elf  # noqa: E402
+from nexos.machine.qemu import QemuSession  # noqa: E402
 from nexos.model.gguf_import import import_gguf  # noqa: E402
 from nexos.model.synth import synthesize  # noqa: E402
 from nexos.model.tokenizer import SMOLLM2_GGUF, find_smollm2_gguf, tokenizer_blob  # noqa: E402
-from nexos.qemu import QemuSession  # noqa: E402
 
 TRANSCRIPTS = REPO / "tests" / "transcripts"
 SEED = "--prompt-tokens 1,2,3 --gen-len 10"
@@ -180,7 +180,7 @@ def host_header(case: HostCase, status: int) -> str:
 
 def guest_header(case: GuestCase, program: ElfImage) -> str:
     """The header of a guest transcript. It names the image pages of the smolprobe binary
-    that ran (`user/_smolprobe: N image pages (text T, data D)`, nexos.elf): the figures
+    that ran (`user/_smolprobe: N image pages (text T, data D)`, nexos.machine.elf): the figures
     that count the program's own pages are checked against the binary's size, so that a
     rerun with a bigger or smaller binary can still be compared (tests/transcripts/README.md)."""
     image = "fs-llm.img" if case.model.gguf else "fs-llm-synth.img"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from nexos.config import BuildConfig
-from nexos.toolchain import ToolchainError, find_toolchain
+from nexos.machine.config import BuildConfig
+from nexos.machine.toolchain import ToolchainError, find_toolchain
 from support import (
     BY_DESIGN,
     QEMU_GUARD,
@@ -97,7 +97,7 @@ def readme_grade(build_kernel, tmp_path_factory: pytest.TempPathFactory) -> Grad
     """`nexos grade --junit report.xml`, the README's grading command with its defaults,
     run once per session on this checkout for every test that reads its report (all four
     configurations, every default check)."""
-    from nexos.config import matrix
+    from nexos.machine.config import matrix
 
     def grade() -> GradeRun:
         for c in matrix():

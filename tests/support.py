@@ -24,8 +24,8 @@ import numpy as np
 import pexpect
 import pytest
 
-from nexos.build import BuildResult, build_one, prebuild_shared
-from nexos.config import BuildConfig
+from nexos.machine.build import BuildResult, build_one, prebuild_shared
+from nexos.machine.config import BuildConfig
 from nexos.model.tokenizer import find_smollm2_gguf, smollm2_missing
 from nexos.parse import SmolprobeResult, parse_smolprobe
 

@@ -14,20 +14,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from nexos.build import BuildError, build_all, ensure_built
-from nexos.compare import ProbeFailed, compare_probes, probe_record, run_probe, run_probes
-from nexos.config import (
-    ALL_CONFIGS,
-    MAX_CPUS,
-    MAX_SWAPSIZE,
-    BuildConfig,
-    ConfigError,
-    find_repo,
-    llm_cpus,
-    matrix,
-)
-from nexos.doctor import doctor
-from nexos.grade import (
+from nexos.course.grade import (
     CHECK_NAMES,
     DEFAULT_CHECK_NAMES,
     Plan,
@@ -37,35 +24,33 @@ from nexos.grade import (
     timeout_scale,
     with_hidden,
 )
-from nexos.lab.cli import lab
-from nexos.lab.plan import LAB_CHOICES, lab_plan
-from nexos.limits import (
+from nexos.course.lab.cli import lab
+from nexos.course.lab.plan import LAB_CHOICES, lab_plan
+from nexos.course.report import grade_json, grade_junit, grade_table
+from nexos.machine.build import BuildError, build_all, ensure_built
+from nexos.machine.config import (
+    ALL_CONFIGS,
+    MAX_CPUS,
+    MAX_SWAPSIZE,
+    BuildConfig,
+    ConfigError,
+    find_repo,
+    llm_cpus,
+    matrix,
+)
+from nexos.machine.doctor import doctor
+from nexos.machine.limits import (
     SMOLPROBE_MAX_SAMPLES,
     SMOLPROBE_SEQ_LEN,
     SMOLSERVE_MAX_PROMPT,
     SMOLSERVE_MAX_REQUESTS,
 )
+from nexos.machine.qemu import QemuError, QemuSession, kill_all
+from nexos.machine.toolchain import ToolchainError, find_toolchain
 from nexos.model.cli import model
 from nexos.parse import ParseError, find_problems
-from nexos.qemu import QemuError, QemuSession, kill_all
-from nexos.records import TEXT_GEN, CheckResult, ProbeRequest
-from nexos.report import (
-    compare_table,
-    formulas_note,
-    grade_json,
-    grade_junit,
-    grade_table,
-    parallel_table,
-    probe_table,
-    record_json,
-    records_json,
-    serve_json,
-    serve_table,
-    swap_json,
-    swap_table,
-    write_text,
-)
-from nexos.serve import (
+from nexos.programs.compare import ProbeFailed, compare_probes, probe_record, run_probe, run_probes
+from nexos.programs.serve import (
     DEFAULT_MAX_LEN,
     DEFAULT_REQUESTS,
     GUEST_WORKLOAD,
@@ -80,7 +65,20 @@ from nexos.serve import (
     serve_workload,
     workload_commands,
 )
-from nexos.toolchain import ToolchainError, find_toolchain
+from nexos.programs.tables import (
+    compare_table,
+    formulas_note,
+    parallel_table,
+    probe_table,
+    record_json,
+    records_json,
+    serve_json,
+    serve_table,
+    swap_json,
+    swap_table,
+    write_text,
+)
+from nexos.records import TEXT_GEN, CheckResult, ProbeRequest
 
 err = Console(stderr=True)
 out = Console()
@@ -603,7 +601,11 @@ def plot(out_dir: Path, prompt: tuple[int, ...], gen_len: int, seq_lens: str, br
     """PNG figures: mapped KV pages vs tokens (eager vs lazy, from --trace); saved fraction vs
     seq_len (lazy); pages the branches of --samples N cost vs N (COW on vs off); smolserve's
     concurrent requests and memory over time (all four kernels)."""
-    from nexos.plot import PlotPlan, write_plots, write_serve_plot  # matplotlib loads slowly
+    from nexos.programs.plot import (  # matplotlib loads slowly
+        PlotPlan,
+        write_plots,
+        write_serve_plot,
+    )
 
     check_output_dir(out_dir)
     plan = PlotPlan(prompt, gen_len, int_list(seq_lens, "--seq-lens"),

@@ -5,7 +5,7 @@
 `nexos serve` and its `--json`).
 
 Plain data only: this module imports no other harness module but the page formulas and the
-C programs' defaults (nexos.limits).
+C programs' defaults (nexos.machine.limits).
 The JSON keys are listed in docs/harness.md.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import asdict, dataclass, field
 
-from nexos.kvcache import KvShape, active_pages_est, max_kv_pages
-from nexos.limits import SMOLPROBE_TEXT_GEN
+from nexos.machine.limits import SMOLPROBE_TEXT_GEN
+from nexos.programs.kvcache import KvShape, active_pages_est, max_kv_pages
 
 DEFAULT_PROMPT = (1, 2, 3)
 DEFAULT_GEN = 10

@@ -23,9 +23,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from nexos.lab.batch import list_submissions, parse_shard, shard_of
-from nexos.lab.cli import lab
-from nexos.lab.starter import collect_regions, make_starter, source_files
+from nexos.course.lab.batch import list_submissions, parse_shard, shard_of
+from nexos.course.lab.cli import lab
+from nexos.course.lab.starter import collect_regions, make_starter, source_files
 from support import BY_DESIGN
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,7 +95,7 @@ def submissions(solution, tmp_path_factory) -> tuple[Path, dict[str, str], Path]
     starter = make_starter(solution, "lazy", work / "starter").out
     solved = (solution / "kernel/vm.c").read_text()
     assert LAZY_FAULT in solved
-    grader = (starter / "harness/nexos/grade.py").read_text()
+    grader = (starter / "harness/nexos/course/grade.py").read_text()
     fake_grader = grader.replace("    v = parse_test_verdict(output)\n",
                                  "    return True, 'ALL TESTS PASSED'\n"
                                  "    v = parse_test_verdict(output)\n")
@@ -110,7 +110,7 @@ def submissions(solution, tmp_path_factory) -> tuple[Path, dict[str, str], Path]
         "nobuild": variant(starter, work, "nobuild", {
             "kernel/vm.c": solved + "\nthis is not C;\n"}),
         "tests": variant(starter, work, "tests", {"user/tests/lazytests.c": ALWAYS_PASSES}),
-        "grader": variant(starter, work, "grader", {"harness/nexos/grade.py": fake_grader}),
+        "grader": variant(starter, work, "grader", {"harness/nexos/course/grade.py": fake_grader}),
     }
     students = {  # student -> (kind, form)
         "alice": ("solution", as_folder), "bob": ("solution", as_zip),

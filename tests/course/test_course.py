@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from nexos.build import BuildResult, build_one, make_base, prebuild_shared
-from nexos.config import BuildConfig
+from nexos.machine.build import BuildResult, build_one, make_base, prebuild_shared
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import QemuSession
 from nexos.parse import find_panic, parse_test_verdict
-from nexos.qemu import QemuSession
 from support import file_lock
 
 pytestmark = pytest.mark.qemu

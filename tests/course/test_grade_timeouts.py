@@ -12,9 +12,9 @@ import xml.etree.ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-import nexos.grade as grade_mod
+import nexos.course.grade as grade_mod
 from nexos.cli import cli
-from nexos.qemu import CommandResult
+from nexos.machine.qemu import CommandResult
 
 # The unscaled limits, seconds: what a grade without a scale has always used.
 UNSCALED = {"usertests": 1800.0, "lazytests": 600.0, "cowtests": 600.0}

@@ -20,9 +20,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from nexos.lab.gradescope import RUN_AUTOGRADER
-from nexos.lab.starter import collect_regions, make_starter, source_files
-from nexos.lab.submission import extract_zip
+from nexos.course.lab.gradescope import RUN_AUTOGRADER
+from nexos.course.lab.starter import collect_regions, make_starter, source_files
+from nexos.course.lab.submission import extract_zip
 from support import BY_DESIGN, SMOLLM2_GGUF
 
 REPO = Path(__file__).resolve().parents[2]

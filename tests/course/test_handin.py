@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from nexos.lab.handin import tree_lab
-from nexos.lab.labmd import lab_md
-from nexos.lab.plan import LAB_CHOICES
+from nexos.course.lab.handin import tree_lab
+from nexos.course.lab.labmd import lab_md
+from nexos.course.lab.plan import LAB_CHOICES
 
 STUDENT = {"GIT_AUTHOR_NAME": "A Student", "GIT_AUTHOR_EMAIL": "student@example.invalid",
            "GIT_COMMITTER_NAME": "A Student", "GIT_COMMITTER_EMAIL": "student@example.invalid"}

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from nexos.config import BuildConfig, matrix
-from nexos.grade import (
+from nexos.course.grade import (
     CHECK_NAMES,
     DEFAULT_CHECK_NAMES,
     OPT_IN_CHECK_NAMES,
@@ -27,13 +26,14 @@ from nexos.grade import (
     select_checks,
     with_hidden,
 )
-from nexos.lab.cli import lab
-from nexos.lab.markers import MarkerError, parse, strip
-from nexos.lab.plan import lab_checks, lab_plan, mechanism_plan, nonlab_plan
-from nexos.lab.starter import StarterError, collect_regions, make_starter, source_files
+from nexos.course.lab.cli import lab
+from nexos.course.lab.markers import MarkerError, parse, strip
+from nexos.course.lab.plan import lab_checks, lab_plan, mechanism_plan, nonlab_plan
+from nexos.course.lab.starter import StarterError, collect_regions, make_starter, source_files
+from nexos.machine.config import BuildConfig, matrix
+from nexos.machine.qemu import QemuSession
 from nexos.model.tokenizer import GGUF_ENV, smollm2_missing
 from nexos.parse import find_panic
-from nexos.qemu import QemuSession
 from support import BY_DESIGN, SMOLLM2_GGUF
 
 REPO = Path(__file__).resolve().parents[2]
@@ -176,7 +176,7 @@ def test_cli_make_and_its_errors(tmp_path):
     (["make", "--lab", "lazy"], 2, "Missing option '--out'"),
 ])
 def test_module_entry_point_errors_are_one_line(tmp_path, args, code, text):
-    p = subprocess.run([sys.executable, "-m", "nexos.lab", *args], capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "nexos.course.lab", *args], capture_output=True,
                        text=True, cwd=tmp_path)
     assert p.returncode == code
     assert p.stderr.count("\n") == 1 and p.stderr.startswith("nexos: error:")

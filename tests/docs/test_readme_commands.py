@@ -23,10 +23,10 @@ import pexpect
 import pytest
 from safetensors.numpy import save_file
 
-from nexos.config import BuildConfig, llm_cpus, matrix
-from nexos.kvcache import KvShape, active_pages_est
+from nexos.machine.config import BuildConfig, llm_cpus, matrix
+from nexos.machine.qemu import QemuSession
 from nexos.parse import parse_smolprobe
-from nexos.qemu import QemuSession
+from nexos.programs.kvcache import KvShape, active_pages_est
 from support import (
     HF_CONFIG,
     boot_to_shell,

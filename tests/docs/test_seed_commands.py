@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from nexos.config import llm_cpus
+from nexos.machine.config import llm_cpus
 from support import boot_to_shell, copy_checkout, make_qemu, shell_smolprobe
 
 pytestmark = pytest.mark.qemu  # make qemu-llm boots the kernel (no kernel fixture says so)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 
 
 @pytest.fixture(scope="session")

@@ -29,9 +29,9 @@ from safetensors.numpy import save_file
 
 import nexos.cli as cli_mod
 from nexos.cli import check_hidden_file, cli
-from nexos.config import ConfigError
+from nexos.machine.config import ConfigError
 from nexos.model.tokenizer import byte_to_unicode
-from nexos.serve import WorkloadRequest, read_workload
+from nexos.programs.serve import WorkloadRequest, read_workload
 from support import HF_CONFIG, hf_weights
 
 PNG = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10\0\0\0\x10\x08\x06\0\0\0\x1f\xf3\xffa"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nexos.build import last_error_line
+from nexos.machine.build import last_error_line
 from nexos.model.tokenizer import GGUF_ENV
 from support import copy_checkout
 

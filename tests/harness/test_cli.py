@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 import nexos.cli as cli_mod
 from nexos.cli import cli
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 
 COMMANDS = ["build", "run", "probe", "compare", "grade", "plot", "model"]
 
@@ -197,7 +197,7 @@ def grade_plan(runner, monkeypatch):
 
 
 def test_grade_lab_runs_its_plan(grade_plan):
-    from nexos.lab.plan import lab_plan
+    from nexos.course.lab.plan import lab_plan
     want = {cfg.name: names for cfg, names in lab_plan("cow")}
     assert grade_plan("--lab", "cow") == want
     assert "smolprobe-parallel" in want["lazy1-cow1"]       # a COW lab check
@@ -302,7 +302,7 @@ def test_grade_smolprobe_checks_on_fake_console(fake_env, tmp_path):
 # --------------------------------------------------------------------------- plot's runs
 
 def test_plot_plan_runs_what_its_charts_need():
-    from nexos.plot import PlotPlan
+    from nexos.programs.plot import PlotPlan
 
     eager, lazy, cow = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(1, 1)
     plan = PlotPlan((1, 2, 3), 40, (16, 64), (1, 4), branch_gen_len=8)
@@ -321,7 +321,7 @@ def test_plot_plan_runs_what_its_charts_need():
 
 
 def test_compare_runs_the_single_request_then_the_samples_runs():
-    from nexos.compare import compare_probes
+    from nexos.programs.compare import compare_probes
     from nexos.records import ProbeRequest
 
     def names(probes: list) -> list[tuple[str, int | None]]:

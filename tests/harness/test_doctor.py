@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from nexos.config import BuildConfig
-from nexos.doctor import QEMU_MIN, qemu_version
-from nexos.qemu import QemuSession, QemuTimeout
+from nexos.machine.config import BuildConfig
+from nexos.machine.doctor import QEMU_MIN, qemu_version
+from nexos.machine.qemu import QemuSession, QemuTimeout
 
 # What stays on the trimmed PATH: every tool but the cross compiler and QEMU.
 KEPT = ("make", "gcc", "gdb-multiarch", "ccache", "sh")

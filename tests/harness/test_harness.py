@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from nexos.config import BuildConfig, matrix
-from nexos.kvcache import KvShape, active_pages_est, max_kv_pages
+from nexos.machine.config import BuildConfig, matrix
+from nexos.programs.kvcache import KvShape, active_pages_est, max_kv_pages
 from support import children_of, default_sigint, proc_alive
 
 pytestmark = pytest.mark.qemu

@@ -1,4 +1,4 @@
-"""nexos.limits: the C programs' defaults and limits come from their headers, and a header
+"""nexos.machine.limits: the C programs' defaults and limits come from their headers, and a header
 that lacks one is a clear error (docs/harness.md, "Values from the C side")."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nexos import limits
-from nexos.limits import LimitsError, read_defines, read_make_values
+from nexos.machine import limits
+from nexos.machine.limits import LimitsError, read_defines, read_make_values
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,8 @@ def test_the_values_have_no_second_home():
         text = (REPO / header).read_text()
         assert "#define PGSIZE" not in text and '"/model.bin"' not in text, header
     assert "#define MEMSIZE_MB" not in (REPO / "kernel/param.h").read_text()
-    for module in ("kvcache.py", "elf.py", "config.py", "serve.py", "model/reference.py"):
+    for module in ("programs/kvcache.py", "machine/elf.py", "machine/config.py",
+                   "programs/serve.py", "model/reference.py"):
         text = (REPO / "harness/nexos" / module).read_text()
         for copy in ("PAGE = 4096", "DEFAULT_MEMSIZE = 512", "MAX_CPUS = 8", "1 << 24",
                      "DEFAULT_SEQ_LEN = 256"):

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nexos.config import BuildConfig, ConfigError
-from nexos.kvcache import KvShape, active_pages_est, expected_verdict, max_kv_pages
+from nexos.machine.config import BuildConfig, ConfigError
 from nexos.parse import (
     PREFIX,
     ForkFailure,
@@ -28,6 +27,7 @@ from nexos.parse import (
     parse_value,
     split_records,
 )
+from nexos.programs.kvcache import KvShape, active_pages_est, expected_verdict, max_kv_pages
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "transcripts"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from nexos.config import BuildConfig
-from nexos.qemu import (
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import (
     BootMismatch,
     KernelPanic,
     QemuExited,
@@ -117,8 +117,8 @@ def test_fake_missing_files(fake_qemu, tmp_path):
 KILLED_SCRIPT = r"""
 import sys
 from pathlib import Path
-from nexos.config import BuildConfig
-from nexos.qemu import QemuSession
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import QemuSession
 kernel, image, qemu, cmd = sys.argv[1:5]
 s = QemuSession(Path(kernel), Path(image), BuildConfig(1, 1), qemu=qemu or None,
                 boot_timeout=100, lifetime=110).start()

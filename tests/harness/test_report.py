@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from nexos.compare import ProbeRun, probe_record
-from nexos.config import BuildConfig
-from nexos.grade import (
+from nexos.course.grade import (
     judge_parallel,
     judge_probe_behaviour,
     judge_probe_error,
     judge_probe_numbers,
     numbers_problems,
 )
+from nexos.machine.config import BuildConfig
 from nexos.parse import parse_smolprobe
+from nexos.programs.compare import ProbeRun, probe_record
+from nexos.programs.tables import compare_table, formulas_note, parallel_table, records_json
 from nexos.records import ProbeRecord, ProbeRequest
-from nexos.report import compare_table, formulas_note, parallel_table, records_json
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "transcripts"
 EAGER, LAZY, COW = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(1, 1)

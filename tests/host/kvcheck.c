@@ -1,6 +1,6 @@
 // kvcheck: the KV layout's page counts (user/llm/kv.c, compiled unchanged) for the
 // geometries on the command line, so that tests/llm/test_kvcache.py can hold them equal to
-// harness/nexos/kvcache.py.
+// harness/nexos/programs/kvcache.py.
 //
 //   kvcheck N_LAYERS,KV_DIM,SEQ_LEN,ROWS ...
 //

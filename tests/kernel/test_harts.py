@@ -11,9 +11,9 @@ import re
 
 import pytest
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import QemuSession
 from nexos.parse import find_panic
-from nexos.qemu import QemuSession
 
 MATRIX = [(0, 0), (0, 1), (1, 0), (1, 1)]
 OK_RE = re.compile(r"^hartstest: OK harts=(\d+) .*speedup=([\d.]+) sum_speedup=([\d.]+) "

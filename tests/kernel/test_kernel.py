@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from fnv import fnv_file, mkbig_bytes, parse_cksum
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import QemuSession, persistent_copy
 from nexos.parse import find_panic
-from nexos.qemu import QemuSession, persistent_copy
 
 EAGER = BuildConfig(0, 0)
 

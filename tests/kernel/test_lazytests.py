@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import QemuSession
 from nexos.parse import find_panic
-from nexos.qemu import QemuSession
 
 MATRIX = [(0, 0), (0, 1), (1, 0), (1, 1)]
 MEMSIZE = 128   # the size test_memory.py and test_swap.py build: one build for all three

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import QemuSession
 from nexos.parse import find_panic
-from nexos.qemu import QemuSession
 
 MATRIX = [(0, 0), (0, 1), (1, 0), (1, 1)]
 # The programs size their memory-filling tests from memstat (a share of total_pages), so a

@@ -17,9 +17,9 @@ from click.testing import CliRunner
 
 import nexos.cli as cli_mod
 from nexos.cli import cli
-from nexos.config import BuildConfig, ConfigError, matrix
+from nexos.machine.config import BuildConfig, ConfigError, matrix
+from nexos.machine.qemu import BootMismatch, QemuSession, kill_all
 from nexos.parse import find_panic, parse_boot_line
-from nexos.qemu import BootMismatch, QemuSession, kill_all
 from support import boot_to_shell, copy_checkout, make_qemu
 
 MATRIX = [(0, 0), (0, 1), (1, 0), (1, 1)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nexos.build import default_model, prebuild_shared
+from nexos.machine.build import default_model, prebuild_shared
 from nexos.model.reference import GenerationResult, generate
 from nexos.model.tokenizer import smollm2_missing
 from support import REPO, SMOLLM2_GGUF, file_lock, shared_once

@@ -1,5 +1,5 @@
 """The KV layout's page counts in C (user/llm/kv.c, through tests/host/kvcheck.c) equal
-harness/nexos/kvcache.py's, geometry by geometry (docs/kvcache.md). Host-only and fast."""
+harness/nexos/programs/kvcache.py's, geometry by geometry (docs/kvcache.md). Host-only and fast."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nexos.kvcache import KvShape, active_pages_est, distinct_kv_pages, max_kv_pages
+from nexos.programs.kvcache import KvShape, active_pages_est, distinct_kv_pages, max_kv_pages
 
 REPO = Path(__file__).resolve().parents[2]
 LINE = re.compile(r"kv n_layers=(\d+) kv_dim=(\d+) seq_len=(\d+) rows=(\d+) max_pages=(\d+) "

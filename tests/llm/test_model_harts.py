@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import QemuSession
 from nexos.parse import find_panic, parse_smolprobe
-from nexos.qemu import QemuSession
 from support import needs_smollm2
 
 pytestmark = pytest.mark.qemu

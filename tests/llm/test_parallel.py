@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from nexos.config import BuildConfig
-from nexos.limits import PAGE_SIZE as PAGE
+from nexos.machine.config import BuildConfig
+from nexos.machine.limits import PAGE_SIZE as PAGE
+from nexos.machine.qemu import QemuSession
 from nexos.model import generate, load_checkpoint
 from nexos.parse import find_panic
-from nexos.qemu import QemuSession
 
 PROMPT = [1, 2, 3]
 TEMPERATURE = 0.8          # smolprobe's default with --samples

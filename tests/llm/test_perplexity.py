@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from test_smolprobe_q import mixed_types
 
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import QemuSession
 from nexos.model.format import (
     WEIGHT_PER_TENSOR,
     WEIGHT_Q4_1,
@@ -35,7 +36,6 @@ from nexos.model.tokenizer import (
     byte_to_unicode,
 )
 from nexos.parse import SmolprobeResult, parse_smolprobe
-from nexos.qemu import QemuSession
 from support import needs_smollm2
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """smolprobe inside NexOS (QEMU): KV page accounting, numerics, importer round trip, errors.
 
 Every expected number is computed here: page counts from the KV layout of docs/kvcache.md
-(nexos.kvcache), tokens and logits from the numpy reference
+(nexos.programs.kvcache), tokens and logits from the numpy reference
 (nexos.model), whose arithmetic mirrors smolprobe's C operation for operation
 (docs/checkpoint.md "Float arithmetic, exactly"). The only literals are the seed run's
 figures (2880 pages, 180 active, 93%: docs/smolprobe.md, "The seed run").
@@ -36,21 +36,21 @@ from safetensors.numpy import save_file
 from test_smolprobe_q import REAL_PROMPTS, printed, write_q_checkpoints
 from test_smolprobe_q import REQUESTS as Q_REQUESTS
 
-from nexos.build import default_model as makefile_default_model
-from nexos.config import BuildConfig
-from nexos.kvcache import (
+from nexos.machine.build import default_model as makefile_default_model
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import QemuSession
+from nexos.model import generate, load_checkpoint
+from nexos.model.format import Checkpoint, ModelConfig
+from nexos.model.hf_import import import_hf
+from nexos.model.synth import synthesize
+from nexos.parse import SmolprobeResult, parse_smolprobe
+from nexos.programs.kvcache import (
     KvShape,
     active_pages_est,
     distinct_kv_pages,
     expected_verdict,
     max_kv_pages,
 )
-from nexos.model import generate, load_checkpoint
-from nexos.model.format import Checkpoint, ModelConfig
-from nexos.model.hf_import import import_hf
-from nexos.model.synth import synthesize
-from nexos.parse import SmolprobeResult, parse_smolprobe
-from nexos.qemu import QemuSession
 
 REPO = Path(__file__).resolve().parents[2]
 LAZY, EAGER = BuildConfig(1, 0), BuildConfig(0, 0)

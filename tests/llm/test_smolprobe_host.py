@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nexos.limits import PAGE_SIZE as PAGE
+from nexos.machine.limits import PAGE_SIZE as PAGE
 from nexos.model import Transformer, generate, load_checkpoint
 from nexos.model.format import layout, read_header
 from nexos.model.synth import synthesize

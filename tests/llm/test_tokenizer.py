@@ -555,8 +555,8 @@ GUEST_TEXTS += ["café 中文", "naïve résumé — “quoted”", "日本語�
 def guest_runs(build_kernel, commands: list[str]) -> list[str]:
     """Each command's output in one boot of the lazy1-cow0 kernel with the default real
     model as /model.bin (carriage returns removed)."""
-    from nexos.config import BuildConfig
-    from nexos.qemu import QemuSession
+    from nexos.machine.config import BuildConfig
+    from nexos.machine.qemu import QemuSession
 
     cfg = BuildConfig(1, 0)
     build_kernel(cfg, llm=True)  # the default real model is the image's /model.bin

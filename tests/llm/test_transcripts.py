@@ -22,17 +22,17 @@ from pathlib import Path
 
 import pytest
 
-from nexos.config import BuildConfig
-from nexos.elf import read_elf
-from nexos.kvcache import KvShape, active_pages_est, expected_verdict, max_kv_pages
-from nexos.kvcache import saved_percent as floor_saved_percent
-from nexos.limits import PAGE_SIZE as PAGE
-from nexos.limits import SMOLPROBE_TEXT_GEN
+from nexos.machine.config import BuildConfig
+from nexos.machine.elf import read_elf
+from nexos.machine.limits import PAGE_SIZE as PAGE
+from nexos.machine.limits import SMOLPROBE_TEXT_GEN
+from nexos.machine.qemu import QemuSession
 from nexos.model import generate
 from nexos.model.synth import preset_config, synthesize
 from nexos.model.tokenizer import find_smollm2_gguf
 from nexos.parse import PREFIX, SmolprobeResult, parse_smolprobe
-from nexos.qemu import QemuSession
+from nexos.programs.kvcache import KvShape, active_pages_est, expected_verdict, max_kv_pages
+from nexos.programs.kvcache import saved_percent as floor_saved_percent
 from support import SharedRuns
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +58,8 @@ class Transcript:
     args: tuple[str, ...]       # smolprobe's arguments, without --model
     body: str
     header: str = ""            # the `# ` line
-    image_pages: int | None = None  # guest: the pages exec() mapped for _smolprobe (nexos.elf)
+    image_pages: int | None = None  # guest: the pages exec() mapped for _smolprobe
+                                    # (nexos.machine.elf)
 
     @property
     def lazy(self) -> bool:
@@ -571,7 +572,7 @@ RELATION_ONLY = {("PARALLEL_SUMMARY", "saved_percent")}
 
 def image_coefficient(kind: str, key: str, t: Transcript, branches: int) -> int:
     """How many times the figure `kind.key` counts the program's image pages (the pages
-    exec() maps for _smolprobe: nexos.elf). The rest of each such figure is the stack and
+    exec() maps for _smolprobe: nexos.machine.elf). The rest of each such figure is the stack and
     the heap, which no binary moves: the heap starts at a page boundary right after the
     image, guard page and stack (kernel/exec.c), and holds the same buffers. By
     docs/smolprobe.md's definitions (its "Fields" under --samples), case by case:"""

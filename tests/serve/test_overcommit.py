@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from test_smolserve import shape
 
-from nexos.config import BuildConfig
-from nexos.kvcache import max_kv_pages
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import QemuSession
 from nexos.parse import parse_serve
-from nexos.qemu import QemuSession
+from nexos.programs.kvcache import max_kv_pages
+from nexos.programs.serve import serve_command
 from nexos.records import ServeResult
-from nexos.serve import serve_command
 
 REPO = Path(__file__).resolve().parents[2]
 MEMSIZE = 256   # the page cache holds the mapped model from 256 MiB up (kernel/pagecache.c)

@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 
 import nexos.cli as cli_mod
 from nexos.cli import cli
-from nexos.serve import (
+from nexos.programs.serve import (
     DEFAULT_MAX_LEN,
     DEFAULT_REQUESTS,
     GUEST_WORKLOAD,

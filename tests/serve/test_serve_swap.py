@@ -21,10 +21,15 @@ from click.testing import CliRunner, Result
 
 import nexos.cli as cli_mod
 from nexos.cli import cli
-from nexos.config import BuildConfig
+from nexos.machine.config import BuildConfig
 from nexos.parse import parse_serve
+from nexos.programs.serve import (
+    PRESSURE_FLAGS,
+    PRESSURE_WORKLOADS,
+    pressure_workloads,
+    serve_workload,
+)
 from nexos.records import ServeRecord, SwapComparison
-from nexos.serve import PRESSURE_FLAGS, PRESSURE_WORKLOADS, pressure_workloads, serve_workload
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "transcripts"
 

@@ -1,7 +1,7 @@
 """smolserve (docs/smolserve.md): a KV-cache server inside NexOS, in all four configurations.
 
 Every expected number is computed here: the KV page counts from the checkpoint's geometry
-and docs/kvcache.md's layout (nexos.kvcache), the generated workload from its seed (the
+and docs/kvcache.md's layout (nexos.programs.kvcache), the generated workload from its seed (the
 same xorshift64* draw as user/smolserve/workload.c, written again below), the admission decisions
 from the kernel's own figures on the admit/queue lines (docs/smolserve.md, "Admission").
 The only literals are seed32's request sizes (docs/smolserve.md, "Workloads"). Workloads
@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from nexos.config import BuildConfig
-from nexos.kvcache import PAGE, KvShape, distinct_kv_pages, max_kv_pages
+from nexos.machine.config import BuildConfig
+from nexos.machine.qemu import QemuSession
 from nexos.parse import ParseError, parse_serve
-from nexos.qemu import QemuSession
+from nexos.programs.kvcache import PAGE, KvShape, distinct_kv_pages, max_kv_pages
+from nexos.programs.serve import serve_command
 from nexos.records import ServeEvent, ServeRecord, ServeResult
-from nexos.serve import serve_command
 from support import BY_DESIGN, SharedRuns
 
 REPO = Path(__file__).resolve().parents[2]
@@ -424,7 +424,7 @@ def test_serving_plot_is_readable(served: tuple[BuildConfig, dict[str, str]],
                                   tmp_path: Path) -> None:
     import matplotlib.image
 
-    from nexos.plot import write_serve_plot
+    from nexos.programs.plot import write_serve_plot
 
     cfg, outputs = served
     rec = ServeRecord(cfg.name, cfg.lazy, cfg.cow, cfg.cpus, SEED32, 0.0, None,

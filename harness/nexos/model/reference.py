@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nexos.limits import SMOLPROBE_SEQ_LEN
+from nexos.machine.limits import SMOLPROBE_SEQ_LEN
 from nexos.model.format import Block, Checkpoint, QuantBlock, block_row, load_checkpoint
 from nexos.model.qblocks import GGMLBlock, QMatrix
 from nexos.model.quant import matvec_int8

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from nexos.limits import DEFAULT_MEMSIZE, MAX_CPUS
+from nexos.machine.limits import DEFAULT_MEMSIZE, MAX_CPUS
 
 DEFAULT_CPUS = 1
 LLM_CPUS = 2  # harts the model's programs boot with where the host has the cores (make qemu-llm)

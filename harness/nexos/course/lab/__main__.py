@@ -1,9 +1,9 @@
-"""`python -m nexos.lab ARGS` runs `nexos lab ARGS`, with nexos's one-line errors."""
+"""`python -m nexos.course.lab ARGS` runs `nexos lab ARGS`, with nexos's one-line errors."""
 
 import sys
 
 from nexos.cli import NexosGroup
-from nexos.lab.cli import lab
+from nexos.course.lab.cli import lab
 
 
 def main() -> None:

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nexos.config import BuildConfig
-from nexos.lab.gradescope import extra_tests, reference_hash
-from nexos.lab.gradetree import GradeSpec, failed_outcome, grade_tree
-from nexos.lab.starter import make_starter
-from nexos.lab.submission import SubmissionError, content_hash, prepare_tree, student_files
-from nexos.report import grade_junit
+from nexos.course.lab.gradescope import extra_tests, reference_hash
+from nexos.course.lab.gradetree import GradeSpec, failed_outcome, grade_tree
+from nexos.course.lab.starter import make_starter
+from nexos.course.lab.submission import SubmissionError, content_hash, prepare_tree, student_files
+from nexos.course.report import grade_junit
+from nexos.machine.config import BuildConfig
 
 ARCHIVE_SUFFIXES = (".zip", ".bundle")
 WORK = ".work"
@@ -128,7 +128,7 @@ def _pristine(src: Path, lab: str, work: Path, cfgs: list[BuildConfig], llm: boo
               ) -> tuple[Path, str]:
     """work/pristine-<commit>: the lab's starter tree, built; made once per starter commit
     (shards sharing RESULTS/ wait for each other here)."""
-    from nexos.build import build_all
+    from nexos.machine.build import build_all
 
     with locked(work / ".lock"), tempfile.TemporaryDirectory(prefix="nexos-batch-") as tmp:
         starter = make_starter(src, lab, Path(tmp) / "starter")
@@ -149,7 +149,7 @@ def _pristine(src: Path, lab: str, work: Path, cfgs: list[BuildConfig], llm: boo
 def make_batch(src: Path, spec: GradeSpec, results: Path, extra_dir: Path | None = None,
                extra_student_files: tuple[str, ...] = (), timeout: float = 2400.0) -> Batch:
     """Make (or reuse) the pristine tree in RESULTS/.work and the batch's reference hash."""
-    from nexos.grade import select_checks
+    from nexos.course.grade import select_checks
 
     extra = extra_tests(extra_dir)
     hidden = tuple(str((extra_dir / n).resolve()) for n in extra) if extra_dir else ()

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nexos.lab.labmd import lab_md
-from nexos.lab.markers import MARKED_SUFFIXES, MarkerError, Region, parse, strip
-from nexos.lab.plan import LabError, labs_of
+from nexos.course.lab.labmd import lab_md
+from nexos.course.lab.markers import MARKED_SUFFIXES, MarkerError, Region, parse, strip
+from nexos.course.lab.plan import LabError, labs_of
 
 AUTHOR = ("NexOS lab kit", "lab-kit@nexos.invalid")
 COMMIT_DATE = "2026-01-01T00:00:00+0000"  # fixed, so the same tree gives the same commit

@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nexos.config import matrix
-from nexos.grade import hidden_checks, select_checks, with_hidden
-from nexos.lab.plan import lab_plan, labs_of
+from nexos.course.grade import hidden_checks, select_checks, with_hidden
+from nexos.course.lab.plan import lab_plan, labs_of
+from nexos.machine.config import matrix
 from nexos.records import CheckResult
 
 EVIDENCE_CHARS = 3000

@@ -4,7 +4,7 @@ that the command passes to smolserve (docs/smolserve.md, "Workloads").
 
 The parser is nexos.parse.smolserve (the schema of docs/smolserve.md, "Output"), the records
 are nexos.records' Serve* classes. The runner is given a way to open a shell on a
-configuration (the command line passes one made from nexos.qemu.QemuSession), so the tests
+configuration (the command line passes one made from nexos.machine.qemu.QemuSession), so the tests
 of the runner need no QEMU.
 """
 
@@ -19,13 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from nexos.config import BuildConfig
-from nexos.limits import LLM_MAX_DIM
-from nexos.limits import SMOLSERVE_MAX_CHAT as MAX_CHAT
-from nexos.limits import SMOLSERVE_MAX_FILE as MAX_FILE  # smolserve's limits (docs/smolserve.md)
-from nexos.limits import SMOLSERVE_MAX_ID as MAX_ID
-from nexos.limits import SMOLSERVE_MAX_PROMPT as MAX_PROMPT
-from nexos.limits import SMOLSERVE_MAX_REQUESTS as MAX_REQUESTS
+from nexos.machine.config import BuildConfig
+from nexos.machine.limits import LLM_MAX_DIM
+from nexos.machine.limits import SMOLSERVE_MAX_CHAT as MAX_CHAT
+from nexos.machine.limits import (
+    SMOLSERVE_MAX_FILE as MAX_FILE,  # smolserve's limits (docs/smolserve.md)
+)
+from nexos.machine.limits import SMOLSERVE_MAX_ID as MAX_ID
+from nexos.machine.limits import SMOLSERVE_MAX_PROMPT as MAX_PROMPT
+from nexos.machine.limits import SMOLSERVE_MAX_REQUESTS as MAX_REQUESTS
 from nexos.parse import ParseError, find_panic, parse_serve
 from nexos.records import ServeRecord, ServeResult, SwapComparison
 
@@ -47,7 +49,7 @@ class Output(Protocol):
 
 
 class Shell(Protocol):
-    """What the runner needs of a booted kernel (nexos.qemu.QemuSession is one)."""
+    """What the runner needs of a booted kernel (nexos.machine.qemu.QemuSession is one)."""
 
     def run(self, cmd: str, timeout: float = ...) -> Output: ...
 

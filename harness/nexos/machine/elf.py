@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from nexos.limits import PAGE_SIZE as PAGE
+from nexos.machine.limits import PAGE_SIZE as PAGE
 
 PT_LOAD = 1
 PF_X, PF_W = 1, 2

@@ -10,15 +10,22 @@ from typing import Any
 import click
 from rich.console import Console
 
-from nexos.config import ConfigError, find_repo
-from nexos.lab.batch import BatchError, list_submissions, make_batch, merge, parse_shard, run_batch
-from nexos.lab.gradescope import DEFAULT_TIMEOUT, BundleError, build_bundle
-from nexos.lab.gradetree import GradeSpec
-from nexos.lab.handin import handin_cmd
-from nexos.lab.markers import MarkerError
-from nexos.lab.plan import LAB_CHOICES, LabError, lab_checks, lab_plan
-from nexos.lab.starter import StarterError, collect_regions, make_starter, source_files
-from nexos.lab.submission import SubmissionError
+from nexos.course.lab.batch import (
+    BatchError,
+    list_submissions,
+    make_batch,
+    merge,
+    parse_shard,
+    run_batch,
+)
+from nexos.course.lab.gradescope import DEFAULT_TIMEOUT, BundleError, build_bundle
+from nexos.course.lab.gradetree import GradeSpec
+from nexos.course.lab.handin import handin_cmd
+from nexos.course.lab.markers import MarkerError
+from nexos.course.lab.plan import LAB_CHOICES, LabError, lab_checks, lab_plan
+from nexos.course.lab.starter import StarterError, collect_regions, make_starter, source_files
+from nexos.course.lab.submission import SubmissionError
+from nexos.machine.config import ConfigError, find_repo
 
 lab_option = click.option("--lab", "which", type=click.Choice(list(LAB_CHOICES)),
                           required=True, help="The lab: lazy, cow, mmap, swap, or all (the four).")

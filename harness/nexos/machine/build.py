@@ -13,8 +13,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from nexos.config import BuildConfig
-from nexos.toolchain import find_gcc, find_toolchain
+from nexos.machine.config import BuildConfig
+from nexos.machine.toolchain import find_gcc, find_toolchain
 
 MAX_PARALLEL = 2  # the machine is shared; never more than two makes at a time
 

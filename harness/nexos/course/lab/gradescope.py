@@ -4,7 +4,7 @@ The zip holds setup.sh and run_autograder (Gradescope's two entry points), autog
 (the lab, the plan, the student files), starter/ (the pristine starter tree, as `nexos lab
 make` writes it, with the reference harness and test programs) and extra-tests/ (the hidden
 test programs). setup.sh runs the starter's scripts/setup.sh and builds the graded
-configurations once; run_autograder calls `python -m nexos.lab.gradescope run ROOT` for each
+configurations once; run_autograder calls `python -m nexos.course.lab.gradescope run ROOT` for each
 submission, which always writes ROOT/results/results.json in Gradescope's format.
 """
 
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nexos.config import BuildConfig
-from nexos.lab.gradetree import GradeSpec, Outcome, failed_outcome, grade_tree
-from nexos.lab.starter import make_starter
-from nexos.lab.submission import PreparedTree, SubmissionError, prepare_tree, student_files
+from nexos.course.lab.gradetree import GradeSpec, Outcome, failed_outcome, grade_tree
+from nexos.course.lab.starter import make_starter
+from nexos.course.lab.submission import PreparedTree, SubmissionError, prepare_tree, student_files
+from nexos.machine.config import BuildConfig
 from nexos.records import CheckResult
 
 MANIFEST = "autograder.json"
@@ -47,7 +47,7 @@ if [ "${NEXOS_AUTOGRADER_SKIP_SETUP:-0}" != 1 ]; then
   bash "$here/starter/scripts/setup.sh"
 fi
 python="${NEXOS_AUTOGRADER_PYTHON:-$here/starter/.venv/bin/python}"
-PYTHONPATH="$here/starter/harness" "$python" -m nexos.lab.gradescope prepare "$here"
+PYTHONPATH="$here/starter/harness" "$python" -m nexos.course.lab.gradescope prepare "$here"
 """
 
 RUN_AUTOGRADER = """\
@@ -59,7 +59,7 @@ root="${AUTOGRADER_ROOT:-/autograder}"
 src="$root/source"
 python="${NEXOS_AUTOGRADER_PYTHON:-$src/starter/.venv/bin/python}"
 mkdir -p "$root/results"
-PYTHONPATH="$src/starter/harness" "$python" -m nexos.lab.gradescope run "$root"
+PYTHONPATH="$src/starter/harness" "$python" -m nexos.course.lab.gradescope run "$root"
 if [ ! -s "$root/results/results.json" ]; then
   echo '{"score": 0, "execution_time": 0, "tests": [],' \\
        '"output": "The autograder could not start; nothing was graded."}' \\
@@ -172,7 +172,7 @@ def build_bundle(src: Path, spec: GradeSpec, out: Path, extra_dir: Path | None =
 
 def prepare(source: Path) -> None:
     """setup.sh's second step: build the graded configurations in the pristine tree."""
-    from nexos.build import build_all
+    from nexos.machine.build import build_all
 
     m = Manifest.load(source)
     starter = source / "starter"
@@ -185,7 +185,7 @@ def prepare(source: Path) -> None:
 
 
 def _specs(spec: GradeSpec) -> list[Any]:
-    from nexos.grade import select_checks
+    from nexos.course.grade import select_checks
 
     return [c for _, names in spec.plan() for c in select_checks(names)]
 
@@ -255,7 +255,8 @@ def run(root: Path) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] not in ("prepare", "run"):
-        print("usage: python -m nexos.lab.gradescope prepare SOURCE | run ROOT", file=sys.stderr)
+        print("usage: python -m nexos.course.lab.gradescope prepare SOURCE | run ROOT",
+              file=sys.stderr)
         return 2
     if argv[0] == "prepare":
         prepare(Path(argv[1]).resolve())

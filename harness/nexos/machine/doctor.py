@@ -24,9 +24,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from nexos.config import ConfigError, find_repo
+from nexos.machine.config import ConfigError, find_repo
+from nexos.machine.toolchain import GCC_PREFIXES, QEMU
 from nexos.model.tokenizer import GGUF_ENV, SMOLLM2_ASSETS, find_smollm2_gguf
-from nexos.toolchain import GCC_PREFIXES, QEMU
 
 # The kernel programs its own timer through the Sstc extension (stimecmp, menvcfg.STCE:
 # kernel/start.c), which QEMU emulates from 7.1 on; an older QEMU hangs before the boot

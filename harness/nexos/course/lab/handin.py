@@ -3,7 +3,7 @@
 
 The zip is `git archive` of HEAD: exactly the tracked files as committed (never build/,
 .venv/ or a stray file), under one folder named after the lab. It refuses a tree that is
-not the lab's starter tree (its LAB.md names the lab: nexos.lab.labmd) and, unless --force,
+not the lab's starter tree (its LAB.md names the lab: nexos.course.lab.labmd) and, unless --force,
 one with changes that are not committed, which would be missing from the zip.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import click
 
-from nexos.config import ConfigError, find_repo
-from nexos.lab.labmd import TITLES
-from nexos.lab.plan import LAB_CHOICES
+from nexos.course.lab.labmd import TITLES
+from nexos.course.lab.plan import LAB_CHOICES
+from nexos.machine.config import ConfigError, find_repo
 
 TITLE_PREFIX = "# NexOS lab: "
 SHOWN_CHANGES = 10  # a refusal lists at most this many paths

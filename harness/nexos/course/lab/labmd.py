@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from nexos.grade import SWAP_PER_RAM
-from nexos.lab.markers import Region
-from nexos.lab.plan import labs_of, mechanism_plan
+from nexos.course.grade import SWAP_PER_RAM
+from nexos.course.lab.markers import Region
+from nexos.course.lab.plan import labs_of, mechanism_plan
 
 TITLES = {"lazy": "Lazy allocation (`LAZY_ALLOC=1`)", "cow": "Copy-on-write fork (`COW_ALLOC=1`)",
           "mmap": "mmap and the page cache (every configuration)",

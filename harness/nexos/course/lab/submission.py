@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from nexos.lab.plan import labs_of
-from nexos.lab.starter import collect_regions, source_files
+from nexos.course.lab.plan import labs_of
+from nexos.course.lab.starter import collect_regions, source_files
 
 # Folders of a pristine tree that a per-submission copy links to instead of copying: the model
 # asset and the models made from it are large and read-only while grading.

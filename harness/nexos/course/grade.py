@@ -14,9 +14,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from nexos.build import build_all
-from nexos.config import MAX_SWAPSIZE, BuildConfig
-from nexos.kvcache import expected_verdict, saved_percent
+from nexos.machine.build import build_all
+from nexos.machine.config import MAX_SWAPSIZE, BuildConfig
+from nexos.machine.qemu import QemuError, QemuSession
 from nexos.parse import (
     ParseError,
     SmolprobeResult,
@@ -24,7 +24,7 @@ from nexos.parse import (
     parse_smolprobe,
     parse_test_verdict,
 )
-from nexos.qemu import QemuError, QemuSession
+from nexos.programs.kvcache import expected_verdict, saved_percent
 from nexos.records import CheckResult, ProbeRequest
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from nexos.limits import PAGE_SIZE as PAGE
-from nexos.limits import SMOLPROBE_SEQ_LEN
+from nexos.machine.limits import PAGE_SIZE as PAGE
+from nexos.machine.limits import SMOLPROBE_SEQ_LEN
 from nexos.model.format import read_header
 
 FLOAT_BYTES = 4

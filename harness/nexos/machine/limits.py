@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-CHECKOUT = Path(__file__).resolve().parents[2]
+CHECKOUT = Path(__file__).resolve().parents[3]
 DEFINE_RE = re.compile(r"^#define\s+([A-Z][A-Z0-9_]*)\s+(?:(\d+)\b|\(1\s*<<\s*(\d+)\))", re.M)
 MAKE_RE = re.compile(r"^([A-Z][A-Z0-9_]*)\s*:=\s*(\d+)\s*$", re.M)
 

@@ -17,14 +17,14 @@ import matplotlib.pyplot as plt  # noqa: E402  (backend must be chosen first)
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from nexos.compare import Probe, ProbeRun  # noqa: E402
-from nexos.config import BuildConfig  # noqa: E402
+from nexos.machine.config import BuildConfig  # noqa: E402
 from nexos.parse import TraceStep  # noqa: E402
+from nexos.programs.compare import Probe, ProbeRun  # noqa: E402
+from nexos.programs.serve import concurrency  # noqa: E402
 from nexos.records import (
     ProbeRequest,  # noqa: E402
     ServeRecord,  # noqa: E402
 )
-from nexos.serve import concurrency  # noqa: E402
 
 EAGER, LAZY, COW = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(1, 1)
 

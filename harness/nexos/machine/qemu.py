@@ -30,10 +30,10 @@ from typing import TextIO
 
 import pexpect
 
-from nexos.config import BuildConfig
-from nexos.limits import CHECKOUT
+from nexos.machine.config import BuildConfig
+from nexos.machine.limits import CHECKOUT
+from nexos.machine.toolchain import find_qemu
 from nexos.parse import BootInfo, ParseError, find_usertraps, parse_boot_line
-from nexos.toolchain import find_qemu
 
 PROMPT = "$ "
 PROMPT_RE = re.compile(r"\n\$ ")

@@ -12,9 +12,9 @@ of the kernel.
 
 from __future__ import annotations
 
-from nexos.config import DEFAULT_MEMSIZE, BuildConfig, matrix
-from nexos.grade import CHECK_NAMES, DEFAULT_CHECK_NAMES
-from nexos.lab.markers import LABS
+from nexos.course.grade import CHECK_NAMES, DEFAULT_CHECK_NAMES
+from nexos.course.lab.markers import LABS
+from nexos.machine.config import DEFAULT_MEMSIZE, BuildConfig, matrix
 
 LAB_CHOICES: dict[str, tuple[str, ...]] = {"lazy": ("lazy",), "cow": ("cow",),
                                             "mmap": ("mmap",), "swap": ("swap",),

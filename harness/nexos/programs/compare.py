@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nexos.config import BuildConfig, matrix
+from nexos.machine.config import BuildConfig, matrix
+from nexos.machine.qemu import QemuError, QemuSession
 from nexos.parse import ParseError, SmolprobeResult, find_panic, find_usertraps, parse_smolprobe
-from nexos.qemu import QemuError, QemuSession
 from nexos.records import BranchLine, ParallelRecord, ProbeNumbers, ProbeRecord, ProbeRequest
 
 Probe = tuple[BuildConfig, ProbeRequest]
