@@ -1,6 +1,6 @@
 // kv.h: the layout of one request's KV cache and the pages a run of it touches
 // (docs/kvcache.md). smolprobe and smolserve both reserve it this way; the harness mirrors
-// it in harness/nexos/kvcache.py.
+// it in harness/nexos/programs/kvcache.py.
 //
 // One page-aligned sbrk() reservation of 2 * n_layers regions, the key layers then the
 // value layers; region r starts at byte r * region_bytes and holds seq_len rows of kv_dim
