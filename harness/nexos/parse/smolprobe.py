@@ -425,125 +425,81 @@ class SmolprobeResult:
         return self.error is None
 
 
-def _ints(rec: Record, *keys: str) -> list[int]:
-    """Fields `keys` of a checked record (parse_record typed them) as ints."""
-    out = []
-    for k in keys:
-        v = rec.fields[k]
-        assert isinstance(v, int), (rec.kind, k)
-        out.append(v)
-    return out
+# --------------------------------------------------------------------------- lines -> records
+
+# Lines printed once whose fields are a record's, key for key: kind -> (SmolprobeResult
+# attribute, record type). The schema has typed every field already.
+ONCE_LINES: dict[str, tuple[str, type]] = {
+    "request": ("request", Request), "tokenized": ("tokenized", Tokenized),
+    "kv_capacity": ("kv_capacity", KvCapacity),
+    "parallel_request": ("parallel_request", ParallelRequest),
+    "SUMMARY": ("summary", Summary), "reserve_phase": ("reserve", Phase),
+    "prefill_phase": ("prefill", PrefillPhase), "decode_phase": ("decode", Phase),
+    "timing": ("timing", Timing), "prompt_cache": ("prompt_cache", PromptCache),
+    "weights": ("weights", Weights), "fork_phase": ("fork", ForkPhase),
+    "PARALLEL_SUMMARY": ("parallel", ParallelSummary),
+    "branches_phase": ("branches_phase", BranchesPhase), "bench": ("bench", Bench),
+    "bench_detail": ("bench_detail", BenchDetail), "bench_q4_1": ("bench_q4_1", BenchQ41),
+    "model": ("model", ModelInfo), "perplexity": ("perplexity", Perplexity),
+    "generated": ("generated", Generated),
+}
+# Lines printed any number of times, likewise: kind -> (list attribute, record type). A
+# record type with a `line` field also gets the whole line.
+MANY_LINES: dict[str, tuple[str, type]] = {
+    "trace": ("trace", TraceStep), "branch_killed": ("killed", KilledBranch),
+    "branch_unstarted": ("unstarted", UnstartedBranch),
+    "fork_failed": ("fork_failed", ForkFailure),
+}
 
 
-def _float(rec: Record, key: str) -> float:
-    v = rec.fields[key]
-    assert isinstance(v, float), (rec.kind, key)
-    return v
-
-
-def _list(rec: Record, key: str) -> tuple[float, ...]:
-    v = rec.fields[key]
-    assert isinstance(v, tuple), (rec.kind, key)
-    return v
+def _record(typ: type, rec: Record) -> object:
+    extra = {"line": rec.line} if "line" in typ.__dataclass_fields__ else {}
+    return typ(**rec.fields, **extra)
 
 
 def _branch(rec: Record) -> Branch:
-    f = rec.fields
-    tokens = _list(rec, "tokens")
-    counters = _ints(rec, "cow_copies", "cow_reuses", "new_kv_pages", "state_pages",
-                     "state_copies", "state_reuses", "kv_copies", "kv_reuses", "fork_pages",
-                     "decode_ms")
-    extra = {k: v for k, v in f.items()
-             if k not in ("tokens", "cow_copies", "cow_reuses", "new_kv_pages")}
-    return Branch(int(rec.words[0]), tuple(int(t) for t in tokens), *counters, fields=extra)
+    """`branch i tokens=... cow_copies=...`: the index is the line's word, the rest are kept
+    as printed too (for JSON records)."""
+    f = dict(rec.fields)
+    tokens = f.pop("tokens")
+    assert isinstance(tokens, tuple), rec.line
+    extra = {k: v for k, v in f.items() if k not in ("cow_copies", "cow_reuses", "new_kv_pages")}
+    return Branch(int(rec.words[0]), tuple(int(t) for t in tokens), **f,  # type: ignore[arg-type]
+                  fields=extra)
+
+
+def _verdict(res: SmolprobeResult, rec: Record) -> None:
+    v, text = str(rec.fields["verdict"]), str(rec.fields["text"])
+    if v in PARALLEL_VERDICTS:  # the schema allows only these and VERDICTS
+        res.parallel_verdict, res.parallel_verdict_text = v, text
+    else:
+        res.verdict, res.verdict_text = v, text
+
+
+# The lines that are not a record key for key: kind -> what it sets.
+SPECIAL_LINES = {
+    "error": lambda res, rec: setattr(res, "error", str(rec.fields["message"])),
+    "verdict": _verdict,
+    "tokens": lambda res, rec: setattr(res, "tokens", tuple(int(t) for t in rec.fields["tokens"])),
+    "logits": lambda res, rec: setattr(res, "logits",
+                                       tuple(float(t) for t in rec.fields["logits"])),
+    "prompt": lambda res, rec: setattr(res, "prompt", rec.fields["tokens"]),
+    "branch": lambda res, rec: res.branches.append(_branch(rec)),
+    # "" when the text is empty
+    "text": lambda res, rec: setattr(res, "text", unescape_text(rec.line[len("text: "):])),
+}
 
 
 def _apply(res: SmolprobeResult, rec: Record) -> None:
     """Fill the typed part of `res` that `rec` describes."""
-    k, f = rec.kind, rec.fields
-    if k == "error":
-        res.error = str(f["message"])
-    elif k == "request":
-        res.request = Request(*_ints(rec, "prompt_tokens", "gen_tokens"))
-    elif k == "kv_capacity":
-        res.kv_capacity = KvCapacity(*_ints(rec, "max_pages", "active_pages_est"))
-    elif k == "parallel_request":
-        samples, seed = _ints(rec, "samples", "seed")
-        res.parallel_request = ParallelRequest(samples, _float(rec, "temperature"), seed)
-    elif k == "SUMMARY":
-        res.summary = Summary(*_ints(rec, "max_kv_pages", "actual_mapped_pages",
-                                     "saved_pages", "saved_percent"))
-    elif k == "reserve_phase":
-        vp, mp, up = _ints(rec, "virtual_pages", "mapped_pages", "used_pages")
-        res.reserve = Phase(mp, up, virtual_pages=vp)
-    elif k == "prefill_phase":
-        res.prefill = PrefillPhase(*_ints(rec, "positions", "mapped_pages", "used_pages"))
-    elif k == "decode_phase":
-        mp, up, est = _ints(rec, "mapped_pages", "used_pages", "active_pages_est")
-        res.decode = Phase(mp, up, active_pages_est=est)
-    elif k == "verdict":
-        v, text = str(f["verdict"]), str(f["text"])
-        if v in PARALLEL_VERDICTS:  # the schema allows only these and VERDICTS
-            res.parallel_verdict, res.parallel_verdict_text = v, text
-        else:
-            res.verdict, res.verdict_text = v, text
-    elif k == "timing":
-        res.timing = Timing(*_ints(rec, "load_ms", "decode_ms"), _float(rec, "tokens_per_s"),
-                            *_ints(rec, "first_token_ms", "prefill_ms"),
-                            _float(rec, "prefill_tokens_per_s"),
-                            _float(rec, "decode_tokens_per_s"), *_ints(rec, "harts"))
-    elif k == "prompt_cache":
-        res.prompt_cache = PromptCache(*_ints(rec, "reused_tokens", "saved_tokens"))
-    elif k == "weights":
-        res.weights = Weights(str(rec.fields["source"]), *_ints(rec, "file_pages"))
-    elif k == "tokens":
-        res.tokens = tuple(int(t) for t in _list(rec, "tokens"))
-    elif k == "logits":
-        res.logits = tuple(float(t) for t in _list(rec, "logits"))
-    elif k == "trace":
-        res.trace.append(TraceStep(*_ints(rec, "step", "pos", "kv_mapped_pages")))
-    elif k == "fork_phase":
-        res.fork = ForkPhase(*_ints(rec, "branches", "shared_pages_at_fork", "prefix_kv_pages",
-                                    "requested", "parent_mapped_pages", "parent_released_kv"))
-    elif k == "branch":
-        res.branches.append(_branch(rec))
-    elif k == "branch_killed":
-        res.killed.append(KilledBranch(*_ints(rec, "index", "exit_status"), rec.line))
-    elif k == "branch_unstarted":
-        res.unstarted.append(UnstartedBranch(*_ints(rec, "index"), rec.line))
-    elif k == "fork_failed":
-        res.fork_failed.append(ForkFailure(*_ints(rec, "index"), str(f["reason"]), rec.line))
-    elif k == "PARALLEL_SUMMARY":
-        res.parallel = ParallelSummary(*_ints(rec, "branches", "eager_copy_pages",
-                                              "actual_copied_pages", "saved_pages",
-                                              "saved_percent"))
-    elif k == "branches_phase":
-        res.branches_phase = BranchesPhase(*_ints(rec, "used_pages", "private_pages",
-                                                  "parent_copies"))
-    elif k == "bench":
-        res.bench = Bench(*_ints(rec, "peak_int8_macs_per_s", "matvec_int8_macs_per_s",
-                                 "ratio"))
-    elif k == "bench_detail":
-        res.bench_detail = BenchDetail(*_ints(rec, "peak_plain", "peak_packed", "w_gate",
-                                              "classifier", "rounds"))
-    elif k == "model":
-        f = rec.fields
-        res.model = ModelInfo(str(f["weights"]), *_ints(rec, "version", "layers", "dim",
-                                                         "vocab", "tokenizer"))
-    elif k == "prompt":
-        res.prompt = rec.fields["tokens"]  # type: ignore[assignment]
-    elif k == "tokenized":
-        res.tokenized = Tokenized(*_ints(rec, "prompt_tokens", "file_pages"))
-    elif k == "perplexity":
-        res.perplexity = Perplexity(*_ints(rec, "tokens"), _float(rec, "nll"),
-                                    _float(rec, "ppl"))
-    elif k == "generated":
-        res.generated = Generated(*_ints(rec, "tokens", "stopped_at_eos"))
-    elif k == "text":
-        res.text = unescape_text(rec.line[len("text: "):])  # "" when the text is empty
-    elif k == "bench_q4_1":
-        res.bench_q4_1 = BenchQ41(*_ints(rec, "matvec_q4_1_macs_per_s",
-                                         "peak_int8_macs_per_s", "ratio"))
+    if rec.kind in ONCE_LINES:
+        attr, typ = ONCE_LINES[rec.kind]
+        setattr(res, attr, _record(typ, rec))
+    elif rec.kind in MANY_LINES:
+        attr, typ = MANY_LINES[rec.kind]
+        getattr(res, attr).append(_record(typ, rec))
+    elif rec.kind in SPECIAL_LINES:
+        SPECIAL_LINES[rec.kind](res, rec)
 
 
 # --------------------------------------------------------------------------- run modes
