@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import nexos.cli as cli_mod
+import nexos.course.cli as course_cli
+import nexos.machine.cli as machine_cli
 from nexos.cli import cli
 from nexos.machine.config import BuildConfig
 
@@ -148,7 +149,7 @@ def test_compiler_errors_are_shown_verbatim(monkeypatch, tmp_path):
 def test_ctrl_c_exits_130_with_one_line(runner, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(cli_mod, "build_all", interrupted)
+    monkeypatch.setattr(machine_cli, "build_all", interrupted)
     r = runner.invoke(cli, ["build"])
     assert r.exit_code == 130
     assert r.stderr.strip().splitlines() == ["nexos: interrupted; QEMU stopped"]
@@ -169,7 +170,7 @@ def graded(runner, monkeypatch):
     def record(repo, plan, *args, **kwargs):
         seen.append([cfg for cfg, _ in plan])
         return []
-    monkeypatch.setattr(cli_mod, "grade_all", record)
+    monkeypatch.setattr(course_cli, "grade_all", record)
 
     def grade(*args: str) -> list[str]:
         r = runner.invoke(cli, ["grade", "--no-build", *args])
@@ -187,7 +188,7 @@ def grade_plan(runner, monkeypatch):
     def record(repo, plan, *args, **kwargs):
         seen.append({cfg.name: [c.name for c in checks] for cfg, checks in plan})
         return []
-    monkeypatch.setattr(cli_mod, "grade_all", record)
+    monkeypatch.setattr(course_cli, "grade_all", record)
 
     def grade(*args: str) -> dict[str, list[str]]:
         r = runner.invoke(cli, ["grade", "--no-build", *args])

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import nexos.cli as cli_mod
+import nexos.course.cli as course_cli
 from nexos.cli import cli
 from nexos.machine.config import BuildConfig, ConfigError, matrix
 from nexos.machine.qemu import BootMismatch, QemuSession, kill_all
@@ -212,7 +212,7 @@ def graded(repo, monkeypatch):
     def record(repo, plan, *args, **kwargs):
         seen.append([cfg for cfg, _ in plan])
         return []
-    monkeypatch.setattr(cli_mod, "grade_all", record)
+    monkeypatch.setattr(course_cli, "grade_all", record)
     monkeypatch.setenv("NEXOS_REPO", str(repo))
 
     def grade(*args: str) -> list[BuildConfig]:

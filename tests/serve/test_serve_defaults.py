@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-import nexos.cli as cli_mod
+import nexos.programs.cli as cli_mod
 from nexos.cli import cli
 from nexos.programs.serve import (
     DEFAULT_MAX_LEN,

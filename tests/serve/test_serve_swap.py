@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-import nexos.cli as cli_mod
+import nexos.programs.cli as cli_mod
 from nexos.cli import cli
 from nexos.machine.config import BuildConfig
 from nexos.parse import parse_serve
