@@ -10,7 +10,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from nexos.machine.build import ensure_built
+from nexos.machine.build import BuildError, ensure_built
 from nexos.machine.config import (
     DEFAULT_MEMSIZE,
     MAX_CPUS,
@@ -20,7 +20,10 @@ from nexos.machine.config import (
     find_repo,
     llm_cpus,
 )
-from nexos.machine.toolchain import find_toolchain
+from nexos.machine.qemu import QemuError, kill_all
+from nexos.machine.toolchain import ToolchainError, find_toolchain
+from nexos.parse import ParseError
+from nexos.programs.compare import ProbeFailed
 from nexos.programs.tables import write_text
 
 err = Console(stderr=True)
@@ -112,3 +115,38 @@ class OptionError(click.ClickException):
     """A bad option value, reported as `nexos: error: <message>` with exit status 2."""
 
     exit_code = 2
+
+
+class NexosGroup(click.Group):
+    """A group whose errors are one line each: no tracebacks, no usage dumps; Ctrl-C -> 130."""
+
+    def main(self, args: Any = None, prog_name: str | None = None,  # type: ignore[override]
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        try:
+            rv = super().main(args, prog_name or "nexos", complete_var,
+                              standalone_mode=False, **extra)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.UsageError as e:
+            hint = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
+            fail(e.format_message() + hint, 2)
+        except click.ClickException as e:
+            fail(e.format_message(), e.exit_code)
+        except (click.Abort, KeyboardInterrupt):
+            kill_all()
+            click.echo("nexos: interrupted; QEMU stopped", err=True)
+            sys.exit(130)
+        except (ConfigError, ToolchainError) as e:
+            fail(str(e))
+        except BuildError as e:
+            if e.excerpt:
+                click.echo(e.excerpt, err=True)
+            fail(str(e))
+        except (QemuError, ProbeFailed) as e:
+            if e.evidence and e.evidence.strip() not in str(e):
+                click.echo(e.evidence.rstrip()[-1500:], err=True)
+            fail(str(e))
+        except ParseError as e:
+            fail(str(e))
+        sys.exit(rv if isinstance(rv, int) else 0)

@@ -3,7 +3,7 @@ Makefile converts the real model this way)."""
 
 import sys
 
-from nexos.cli import NexosGroup
+from nexos.clikit import NexosGroup
 from nexos.model.cli import model
 
 

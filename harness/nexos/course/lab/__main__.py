@@ -2,7 +2,7 @@
 
 import sys
 
-from nexos.cli import NexosGroup
+from nexos.clikit import NexosGroup
 from nexos.course.lab.cli import lab
 
 
