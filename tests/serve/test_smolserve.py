@@ -415,7 +415,9 @@ def test_out_of_memory_kills_are_recomputed(served: tuple[BuildConfig, dict[str,
     check_admission(res, work, cfg.lazy, cfg.cow)
     kills = [ln for ln in out.splitlines() if "usertrap: " in ln]
     rec = [e for e in res.events if e.kind == "recompute"]
-    assert rec and len(rec) == len(kills) == res.summary.recomputed
+    # every recompute is a kill; a kill need not be one: the OOM killer may pick a worker
+    # that has just delivered its answer and not yet begun exit() (docs/smolserve.md)
+    assert rec and len(rec) == res.summary.recomputed <= len(kills)
     assert all(e.status == -1 for e in rec)
     assert res.summary.peak_concurrent == len(work)
 
