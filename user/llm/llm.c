@@ -761,10 +761,25 @@ pack_pair(int lo, int hi)
   return (uint64)(long)lo + ((uint64)(long)hi << 32);
 }
 
+// The input of q4_1_block2 for shift sh of word w of a block whose int8 values are q[0..32):
+// lane l (bits 16l..16l+15) holds the value of the word's nibble sh + 4(3 - l), so that
+// the lanes meet their weights in reverse order (see matvec_q4_1). Nibble i of word w is
+// value 8w + i/2 (i even: a low nibble) or 8w + 16 + i/2 (i odd).
+static inline uint64
+pack_quad(const signed char *q, int w, int sh)
+{
+  uint64 y = 0;
+  for(int l = 0; l < 4; l++){
+    int i = sh + 4 * (3 - l);
+    y += (uint64)(long)q[8 * w + (i & 1 ? 16 + i / 2 : i / 2)] << (16 * l);
+  }
+  return y;
+}
+
 // The input of the Q8_0/Q4_1 matvecs (docs/checkpoint.md "Quantized matvec in integers",
 // "Per matvec"): x quantized per block of 32 by the int8 rule, each block's sum, the
-// blocks packed in pairs for word_lanes (natural order: Q8_0) and q4_1_block2 (Q4_1's
-// order, see matvec_q4_1), and the block scales s_b as fixed-point integers X[b] with one
+// blocks packed in pairs for word_lanes (natural order: Q8_0) and in fours for
+// q4_1_block2 (pack_quad), and the block scales s_b as fixed-point integers X[b] with one
 // exponent ex = min(14 - max floor(log2 s_b), 64).
 static void
 prepare_q(struct prepared *in, const float *x, int n)
@@ -792,15 +807,13 @@ prepare_q(struct prepared *in, const float *x, int n)
     f32_parts(v.u, &mant, &p);
     if(mant && log2_floor(mant) + p > k)
       k = log2_floor(mant) + p;
-    uint64 *p8 = in->qxp + b * 16, *p4 = in->qxp4 + b * 16;
+    uint64 *p8 = in->qxp + b * 16, *p4 = in->qxp4 + b * 8;
     for(int j = 0; j < 4; j++)
       for(int i = 0; i < 4; i++)
         p8[4 * j + i] = pack_pair(q[8 * j + i + 4], q[8 * j + i]);
     for(int w = 0; w < 2; w++)
-      for(int i = 0; i < 8; i++){
-        int a = 8 * w + (i & 1 ? 16 + i / 2 : i / 2);   // value of nibble i of word w
-        p4[8 * w + i] = pack_pair(q[a + 4], q[a]);
-      }
+      for(int sh = 0; sh < 4; sh++)
+        p4[4 * w + sh] = pack_quad(q, w, sh);
   }
   int ex = k == NO_SCALE ? 0 : FIX_TOP - k;
   in->qex = ex < MAX_X_SHIFT ? ex : MAX_X_SHIFT;
@@ -834,7 +847,8 @@ prepared_bytes(const struct config *c, uint64 *bytes)
   bytes[1] = big / gs * sizeof(float);
   bytes[2] = big / gs * sizeof(int);
   bytes[3] = big / 2 * sizeof(uint64) + 8;
-  bytes[4] = bytes[5] = big / 2 * sizeof(uint64);
+  bytes[4] = big / 2 * sizeof(uint64);
+  bytes[5] = big / 4 * sizeof(uint64);
   bytes[6] = bytes[7] = big / QK * sizeof(int) + 4;
 }
 
@@ -985,34 +999,46 @@ matvec_q8_0(const struct matrix *m, const struct prepared *in, float *out, int f
   }
 }
 
-// Q4_1's packing: a 64-bit word of 16 nibbles shifted by 4i and masked with NIBBLES
-// keeps nibbles i and i+8 as two 32-bit lanes, so one multiply by a packed input pair
-// gives two products as in word_lanes (the weights are 0..15: no bias). Nibble i of word
-// w of a block is value 8w + i/2 (i even: a low nibble) or 8w + 16 + i/2 (i odd), and
-// nibble i+8 the value 4 further on; prepare_q packs the input in that order. Over one
-// block the low lane stays below 16 * 15 * 127 < 2^31, so high_lane() is exact.
-#define NIBBLES 0x0000000F0000000FUL
+// Q4_1's packing: a 64-bit word of 16 nibbles shifted by 4 sh and masked with NIBBLES4
+// keeps nibbles sh, sh+4, sh+8, sh+12 as four 16-bit lanes U_0..U_3 (the weights are
+// 0..15: no bias). The input for that shift was packed in reverse, Y = sum y_{3-l} 2^16l
+// (pack_quad), so modulo 2^64 the product U * Y holds in its top lane (bits 48..63) the
+// dot product sum U_k y_k: four products per multiply, and the lanes below only partial
+// sums. Over the four shifts of one word the top lane sums 16 products of |15 * 127|
+// (|sum| <= 30480 < 2^15) and the lane below it 12 (<= 22860 < 2^15), so everything
+// below the top lane lies in [-2^47, 2^47) and top_lane() is exact.
+#define NIBBLES4 0x000F000F000F000FUL
+
+// The top 16-bit lane of accumulated lanes t, the borrows of the lanes below removed.
+static inline __attribute__((always_inline)) int
+top_lane(uint64 t)
+{
+  return (int)((long)(t + (1UL << 47)) >> 48);
+}
 
 // The dot products of one block of two rows (words w0[0..1], w1[0..1]) with the block's
-// packed input xp[0..15]: each input pair is loaded once and used for both rows, each
-// weight word shifted 4 bits a step (in order, so that few registers
-// are live: under TCG a spilled register is a memory access).
+// packed input xp[0..8): each input quad is loaded once and used for both rows, each
+// weight word shifted 4 bits a step (in order, so that few registers are live: under
+// TCG a spilled register is a memory access), its lanes read once per word.
 static inline __attribute__((always_inline)) void
 q4_1_block2(const uint64 *w0, const uint64 *w1, const uint64 *xp, int *isum0, int *isum1)
 {
-  uint64 t0 = 0, t1 = 0;
+  int i0 = 0, i1 = 0;
 #pragma GCC unroll 2
   for(int w = 0; w < 2; w++){
-    uint64 a0 = w0[w], a1 = w1[w];
-#pragma GCC unroll 8
-    for(int k = 0; k < 8; k++, a0 >>= 4, a1 >>= 4){
-      uint64 x = xp[8 * w + k];
-      t0 += (a0 & NIBBLES) * x;
-      t1 += (a1 & NIBBLES) * x;
+    uint64 a0 = w0[w], a1 = w1[w], t0 = 0, t1 = 0;
+#pragma GCC unroll 4
+    for(int sh = 0; sh < 4; sh++, a0 >>= 4, a1 >>= 4){
+      uint64 y = xp[4 * w + sh];
+      t0 += (a0 & NIBBLES4) * y;
+      t1 += (a1 & NIBBLES4) * y;
+      asm("" : "+r"(a0), "+r"(a1));   // the shifts in order (see q4_1_block2x2)
     }
+    i0 += top_lane(t0);
+    i1 += top_lane(t1);
   }
-  *isum0 = high_lane(t0);
-  *isum1 = high_lane(t1);
+  *isum0 = i0;
+  *isum1 = i1;
 }
 
 // out = W x for a Q4_1 matrix (docs/checkpoint.md "Per row"):
@@ -1030,7 +1056,7 @@ matvec_q4_1(const struct matrix *m, const struct prepared *in, float *out, int f
     const short *dm0 = m->dm + 2UL * r * nb, *dm1 = m->dm + 2UL * r1 * nb;
     const uint64 *xp = in->qxp4;
     long acc0 = 0, acc1 = 0;
-    for(int b = 0; b < nb; b++, w0 += 2, w1 += 2, xp += 16, dm0 += 2, dm1 += 2){
+    for(int b = 0; b < nb; b++, w0 += 2, w1 += 2, xp += 8, dm0 += 2, dm1 += 2){
       int i0, i1;
       q4_1_block2(w0, w1, xp, &i0, &i1);
       acc0 += X[b] * ((long)dm0[0] * i0 + (long)dm0[1] * sx[b]);
@@ -1071,15 +1097,15 @@ matvec(const struct model *mo, const struct matrix *m, const struct state *s, fl
 // ---------------------------------------------------------------- blocks of positions
 
 // Two positions' Q4_1 inputs interleaved for matmul2_q4_1, so that one pointer reaches
-// both: packed pair j of block b of position k at x2[(16b + j) * 2 + k], its block sum and
+// both: packed quad j of block b of position k at x2[(8b + j) * 2 + k], its block sum and
 // fixed-point scale at s2[2b + k] and X2[2b + k].
 static void
 interleave2(struct pairin *pi, const struct prepared *in, int nb)
 {
   for(int b = 0; b < nb; b++)
     for(int k = 0; k < 2; k++){
-      for(int j = 0; j < 16; j++)
-        pi->x2[(16 * b + j) * 2 + k] = in[k].qxp4[16 * b + j];
+      for(int j = 0; j < 8; j++)
+        pi->x2[(8 * b + j) * 2 + k] = in[k].qxp4[8 * b + j];
       pi->s2[2 * b + k] = in[k].qsum[b];
       pi->X2[2 * b + k] = in[k].qX[b];
     }
@@ -1087,33 +1113,33 @@ interleave2(struct pairin *pi, const struct prepared *in, int nb)
   pi->ex[1] = in[1].qex;
 }
 
-// q4_1_block2 for two positions: each weight word is loaded and each nibble pair masked
+// q4_1_block2 for two positions: each weight word is loaded and each nibble quad masked
 // once for both positions (x2, interleaved). i[2r + k]: row r against position k, the
 // same integers as q4_1_block2's.
 static inline __attribute__((always_inline)) void
 q4_1_block2x2(const uint64 *w0, const uint64 *w1, const uint64 *x2, int *i)
 {
-  uint64 t00 = 0, t01 = 0, t10 = 0, t11 = 0;
+  i[0] = i[1] = i[2] = i[3] = 0;
 #pragma GCC unroll 2
   for(int w = 0; w < 2; w++){
-    uint64 a0 = w0[w], a1 = w1[w];
-#pragma GCC unroll 8
-    for(int k = 0; k < 8; k++, a0 >>= 4, a1 >>= 4){
-      uint64 xa = x2[2 * (8 * w + k)], xb = x2[2 * (8 * w + k) + 1];
-      uint64 u0 = a0 & NIBBLES, u1 = a1 & NIBBLES;
-      t00 += u0 * xa;
-      t10 += u1 * xa;
-      t01 += u0 * xb;
-      t11 += u1 * xb;
-      // Keep the shifts in order: otherwise GCC derives every nibble pair from the
+    uint64 a0 = w0[w], a1 = w1[w], t00 = 0, t01 = 0, t10 = 0, t11 = 0;
+#pragma GCC unroll 4
+    for(int sh = 0; sh < 4; sh++, a0 >>= 4, a1 >>= 4){
+      uint64 ya = x2[2 * (4 * w + sh)], yb = x2[2 * (4 * w + sh) + 1];
+      uint64 u0 = a0 & NIBBLES4, u1 = a1 & NIBBLES4;
+      t00 += u0 * ya;
+      t10 += u1 * ya;
+      t01 += u0 * yb;
+      t11 += u1 * yb;
+      // Keep the shifts in order: otherwise GCC derives every nibble quad from the
       // loaded words up front and spills them (a memory access each under TCG).
       asm("" : "+r"(a0), "+r"(a1));
     }
+    i[0] += top_lane(t00);
+    i[1] += top_lane(t01);
+    i[2] += top_lane(t10);
+    i[3] += top_lane(t11);
   }
-  i[0] = high_lane(t00);
-  i[1] = high_lane(t01);
-  i[2] = high_lane(t10);
-  i[3] = high_lane(t11);
 }
 
 // Rows [from, to) of matvec_q4_1 for the two positions interleaved in pi (interleave2):
@@ -1133,7 +1159,7 @@ matmul2_q4_1(const struct matrix *m, const struct pairin *pi, float *out, int st
     const uint64 *x2 = pi->x2;
     const int *X = pi->X2, *sx = pi->s2;
     long a00 = 0, a01 = 0, a10 = 0, a11 = 0;
-    for(int b = 0; b < nb; b++, w0 += 2, w1 += 2, x2 += 32, dm0 += 2, dm1 += 2, X += 2,
+    for(int b = 0; b < nb; b++, w0 += 2, w1 += 2, x2 += 16, dm0 += 2, dm1 += 2, X += 2,
         sx += 2){
       int i[4];
       q4_1_block2x2(w0, w1, x2, i);
@@ -1224,8 +1250,10 @@ copy_prepared(struct prepared *to, const struct prepared *in, const struct confi
     memcpy(to->xsum, in->xsum, n / gs * sizeof(int));
     memcpy(to->xp, in->xp, n / 2 * sizeof(uint64));
   } else {
-    memcpy(t == WEIGHT_Q8_0 ? to->qxp : to->qxp4, t == WEIGHT_Q8_0 ? in->qxp : in->qxp4,
-           n / 2 * sizeof(uint64));
+    if(t == WEIGHT_Q8_0)
+      memcpy(to->qxp, in->qxp, n / 2 * sizeof(uint64));
+    else
+      memcpy(to->qxp4, in->qxp4, n / 4 * sizeof(uint64));
     memcpy(to->qsum, in->qsum, n / QK * sizeof(int));
     memcpy(to->qX, in->qX, n / QK * sizeof(int));
     to->qex = in->qex;
@@ -1349,7 +1377,7 @@ llm_harts(const struct config *c, int n)
   uint64 pb[8], bytes = sizeof(struct rowjob) + 64;
   prepared_bytes(c, pb);
   uint64 more[] = { big * sizeof(float), pb[0], pb[1], pb[2], pb[3], pb[4], pb[5], pb[6],
-                    pb[7], big / QK * 32 * sizeof(uint64), big / QK * 2 * sizeof(int),
+                    pb[7], big / QK * 16 * sizeof(uint64), big / QK * 2 * sizeof(int),
                     big / QK * 2 * sizeof(int), MAX_JOB_MATRICES * TEAM_ROWS * sizeof(float) };
   for(int i = 0; i < sizeof(more) / sizeof(more[0]); i++)
     bytes += (more[i] + 63) & ~63UL;
@@ -1514,7 +1542,7 @@ block_layout(const struct config *c, struct state *s, char *base)
       in->qX = take(&next, pb[7]);
     }
   }
-  bk->pair.x2 = take(&next, big / QK * 32 * sizeof(uint64));
+  bk->pair.x2 = take(&next, big / QK * 16 * sizeof(uint64));
   bk->pair.s2 = take(&next, big / QK * 2 * sizeof(int));
   bk->pair.X2 = take(&next, big / QK * 2 * sizeof(int));
   return next - base;

@@ -118,7 +118,7 @@ struct prepared {
   uint64 *xp;        // [max/2] xq in packed pairs (see matvec_q8)
   // Q8_0/Q4_1 path (blocks of 32; docs/checkpoint.md "Quantized matvec in integers")
   uint64 *qxp;       // [max/2] the int8 blocks in packed pairs, natural order (Q8_0)
-  uint64 *qxp4;      // [max/2] the same in the nibble order of Q4_1 (matvec_q4_1)
+  uint64 *qxp4;      // [max/4] the same in fours, in the nibble order of Q4_1 (pack_quad)
   int *qsum;         // [max/32] sum of each block's int8 values
   int *qX;           // [max/32] each block's scale in fixed point, exponent qex
   int qex;
@@ -126,7 +126,7 @@ struct prepared {
 
 // Two positions' Q4_1 inputs interleaved, so that one pointer reaches both (matmul2_q4_1).
 struct pairin {
-  uint64 *x2;              // [max/32][16][2] the packed pairs
+  uint64 *x2;              // [max/32][8][2] the packed quads
   int *s2, *X2;            // [max/32][2] the block sums and fixed-point scales
   int ex[2];               // the two exponents (struct prepared's qex)
 };
