@@ -1036,6 +1036,7 @@ q4_1_block2(const uint64 *w0, const uint64 *w1, const uint64 *xp, int *isum0, in
     }
     i0 += top_lane(t0);
     i1 += top_lane(t1);
+    asm("" : "+r"(w0), "+r"(w1) : "r"(i0), "r"(i1));   // one word at a time (ditto)
   }
   *isum0 = i0;
   *isum1 = i1;
@@ -1119,7 +1120,7 @@ interleave2(struct pairin *pi, const struct prepared *in, int nb)
 static inline __attribute__((always_inline)) void
 q4_1_block2x2(const uint64 *w0, const uint64 *w1, const uint64 *x2, int *i)
 {
-  i[0] = i[1] = i[2] = i[3] = 0;
+  int i00 = 0, i01 = 0, i10 = 0, i11 = 0;
 #pragma GCC unroll 2
   for(int w = 0; w < 2; w++){
     uint64 a0 = w0[w], a1 = w1[w], t00 = 0, t01 = 0, t10 = 0, t11 = 0;
@@ -1135,11 +1136,18 @@ q4_1_block2x2(const uint64 *w0, const uint64 *w1, const uint64 *x2, int *i)
       // loaded words up front and spills them (a memory access each under TCG).
       asm("" : "+r"(a0), "+r"(a1));
     }
-    i[0] += top_lane(t00);
-    i[1] += top_lane(t01);
-    i[2] += top_lane(t10);
-    i[3] += top_lane(t11);
+    i00 += top_lane(t00);
+    i01 += top_lane(t01);
+    i10 += top_lane(t10);
+    i11 += top_lane(t11);
+    // Finish this word before the next one is loaded: interleaved, the two words'
+    // lanes need more registers than there are.
+    asm("" : "+r"(w0), "+r"(w1) : "r"(i00), "r"(i01), "r"(i10), "r"(i11));
   }
+  i[0] = i00;
+  i[1] = i01;
+  i[2] = i10;
+  i[3] = i11;
 }
 
 // Rows [from, to) of matvec_q4_1 for the two positions interleaved in pi (interleave2):
