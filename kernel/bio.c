@@ -63,6 +63,8 @@ binit(void)
 static struct buf *
 lookup(uint dev, uint blockno)
 {
+  if(!holding(&bcache.lock))
+    panic("bio lookup: bcache.lock");
   for(struct buf *b = bcache.head.next; b != &bcache.head; b = b->next)
     if(b->dev == dev && b->blockno == blockno)
       return b;
@@ -75,6 +77,8 @@ lookup(uint dev, uint blockno)
 static struct buf *
 recycle(uint dev, uint blockno)
 {
+  if(!holding(&bcache.lock))
+    panic("recycle: bcache.lock");
   for(struct buf *b = bcache.head.prev; b != &bcache.head; b = b->prev){
     if(b->refcnt == 0){
       b->dev = dev;

@@ -115,6 +115,8 @@ consoleread(int user_dst, uint64 dst, int n)
 static int
 erase_one(void)
 {
+  if(!holding(&cons.lock))
+    panic("erase_one: cons.lock");
   if(cons.e == cons.w)
     return 0;
   cons.e--;

@@ -231,6 +231,8 @@ ialloc(uint dev, short type)
 void
 iupdate(struct inode *ip)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("iupdate: ip->lock");
   struct buf *bp = bread(ip->dev, IBLOCK(ip->inum, sb));
   struct dinode *dip = (struct dinode *)bp->data + ip->inum % IPB;
   dip->type = ip->type;
@@ -341,6 +343,8 @@ iunlockput(struct inode *ip)
 static uint
 indirect_entry(struct inode *ip, uint ind, uint i, int alloc)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("indirect_entry: ip->lock");
   struct buf *bp = bread(ip->dev, ind);
   uint addr = ((uint *)bp->data)[i];
   brelse(bp);
@@ -374,6 +378,8 @@ inode_entry(struct inode *ip, int i, int alloc)
 static uint
 bmap(struct inode *ip, uint64 bn, int alloc)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("bmap: ip->lock");
   uint ind;
 
   if(bn < NDIRECT)
@@ -458,6 +464,8 @@ free_tree(struct freeset *fs, uint b, int depth)
 void
 itrunc(struct inode *ip)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("itrunc: ip->lock");
   struct freeset fs = { ip->dev, 0 };
 
   for(int i = 0; i < NDIRECT; i++){
@@ -484,6 +492,8 @@ itrunc(struct inode *ip)
 void
 stati(struct inode *ip, struct stat *st)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("stati: ip->lock");
   st->dev = ip->dev;
   st->ino = ip->inum;
   st->type = ip->type;
@@ -511,6 +521,8 @@ stati(struct inode *ip, struct stat *st)
 static int
 bmap_run(struct inode *ip, uint64 bn, uint *addrs, int max)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("bmap_run: ip->lock");
   uint ind, first;
   int n;
 
@@ -552,6 +564,8 @@ bmap_run(struct inode *ip, uint64 bn, uint *addrs, int max)
 static int
 readdirect(struct inode *ip, int user_dst, uint64 dst, uint64 bn, uint64 nblocks)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("readdirect: ip->lock");
   uint addrs[BIGREAD];
 
   int n = bmap_run(ip, bn, addrs, min(nblocks, BIGREAD));
@@ -579,6 +593,8 @@ readdirect(struct inode *ip, int user_dst, uint64 dst, uint64 bn, uint64 nblocks
 static void
 readahead(struct inode *ip, uint64 bn, uint addr)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("readahead: ip->lock");
   uint addrs[READAHEAD];
 
   if(bcached(ip->dev, addr))
@@ -603,6 +619,8 @@ readahead(struct inode *ip, uint64 bn, uint addr)
 int
 readi(struct inode *ip, int user_dst, uint64 dst, uint64 off, uint n)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("readi: ip->lock");
   uint64 tot, m;
 
   if(off > ip->size || off + n < off)
@@ -695,6 +713,8 @@ readpages(struct inode *ip, uint64 bn, char **pages, int n)
 int
 writei(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("writei: ip->lock");
   uint64 tot, m;
 
   if(off > ip->size || off + n < off)
@@ -741,6 +761,8 @@ namecmp(const char *s, const char *t)
 struct inode *
 dirlookup(struct inode *dp, char *name, uint *poff)
 {
+  if(!holdingsleep(&dp->lock))
+    panic("dirlookup: dp->lock");
   struct dirent de;
 
   if(dp->type != T_DIR)
@@ -766,6 +788,8 @@ dirlookup(struct inode *dp, char *name, uint *poff)
 int
 dirlink(struct inode *dp, char *name, uint inum)
 {
+  if(!holdingsleep(&dp->lock))
+    panic("dirlink: dp->lock");
   struct dirent de;
   struct inode *ip;
   uint64 off;

@@ -261,6 +261,8 @@ commit(void)
 void
 log_write(struct buf *b)
 {
+  if(!holdingsleep(&b->lock))
+    panic("log_write: b->lock");
   acquire(&log.lock);
   if(log.lh.n >= LOGSIZE || log.lh.n >= log.size - 1)
     panic("log_write: transaction too big");

@@ -253,6 +253,8 @@ unmaprange(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
 void
 mmap_trim(struct proc *p, uint64 va)
 {
+  if(!holdingsleep(&p->vmlock))
+    panic("mmap_trim: vmlock");
   struct vma *v = findvma(p, va);
   if(v == 0)
     return;

@@ -128,6 +128,8 @@ largest(struct proc *p, int *busy)
 static int
 killfor(struct proc *p, struct proc *victim)
 {
+  if(!holdingsleep(&oomlock))
+    panic("killfor: oomlock");
   int pid = victim->pid;
 
   if(kill(pid) < 0)

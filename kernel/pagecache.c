@@ -96,6 +96,8 @@ pagecacheinit(void)
 static int *
 lookup(uint dev, uint inum, uint64 pgno)
 {
+  if(!holding(&pcache.lock))
+    panic("pagecache lookup: pcache.lock");
   int *link = &pcache.chain[hash(dev, inum, pgno)];
   for(; *link != NONE; link = &pcache.pages[*link].next){
     struct cpage *c = &pcache.pages[*link];
@@ -110,6 +112,8 @@ lookup(uint dev, uint inum, uint64 pgno)
 static int
 insert(uint dev, uint inum, uint64 pgno, char *pa)
 {
+  if(!holding(&pcache.lock))
+    panic("pagecache insert: pcache.lock");
   if(pcache.free == NONE)
     return 0;
   int i = pcache.free;
@@ -131,6 +135,8 @@ insert(uint dev, uint inum, uint64 pgno, char *pa)
 static void
 drop(int *link)
 {
+  if(!holding(&pcache.lock))
+    panic("pagecache drop: pcache.lock");
   int i = *link;
   struct cpage *c = &pcache.pages[i];
   *link = c->next;

@@ -128,6 +128,8 @@ pagerun(uint64 pos, uint64 n)
 static void
 enqueue(struct pipe *p, char *src, uint64 n)
 {
+  if(!holding(&p->lock))
+    panic("pipe enqueue: p->lock");
   while(n > 0){
     uint64 m = pagerun(p->nwrite, n);
     memmove(p->page[(p->nwrite % PIPESIZE) / PGSIZE] + p->nwrite % PGSIZE, src, m);
@@ -142,6 +144,8 @@ enqueue(struct pipe *p, char *src, uint64 n)
 static void
 peek(struct pipe *p, uint64 pos, char *dst, uint64 n)
 {
+  if(!holding(&p->lock))
+    panic("pipe peek: p->lock");
   while(n > 0){
     uint64 m = pagerun(pos, n);
     memmove(dst, p->page[(pos % PIPESIZE) / PGSIZE] + pos % PGSIZE, m);

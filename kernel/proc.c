@@ -307,6 +307,8 @@ getppid(void)
 static void
 reparent(struct proc *p)
 {
+  if(!holding(&wait_lock))
+    panic("reparent: wait_lock");
   for(struct proc *pp = proc; pp < &proc[NPROC]; pp++){
     if(pp->parent == p){
       pp->parent = initproc;

@@ -89,6 +89,8 @@ static struct {
 static uint8 *
 ref(uint64 s)
 {
+  if(!holding(&swap.lock))
+    panic("swap ref: swap.lock");
   return &swap.refs[s / SLOTS_PER_PAGE][s % SLOTS_PER_PAGE];
 }
 
@@ -193,6 +195,8 @@ swap_read(uint64 s, char **pa, int n)
 static void
 writeout(struct proc *q, struct pageout *out, int n)
 {
+  if(!holdingsleep(&q->vmlock))
+    panic("writeout: vmlock");
   void *pas[VIRTIO_MAXBUFS];
   int nout = 0;
 

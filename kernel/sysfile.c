@@ -186,6 +186,8 @@ bad:
 static int
 isdirempty(struct inode *dp)
 {
+  if(!holdingsleep(&dp->lock))
+    panic("isdirempty: dp->lock");
   struct dirent de;
 
   for(uint64 off = 2 * sizeof(de); off < dp->size; off += sizeof(de)){

@@ -106,6 +106,8 @@ uartputc_sync(int c)
 static void
 uartstart(void)
 {
+  if(!holding(&tx_lock))
+    panic("uartstart: tx_lock");
   int sent = 0;
 
   while(tx_w != tx_r && (ReadReg(LSR) & LSR_TX_IDLE)){

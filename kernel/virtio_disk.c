@@ -180,6 +180,8 @@ virtio_disk_blocks(int dev)
 static int
 alloc_descs(struct disk *d, int *idx, int n)
 {
+  if(!holding(&d->lock))
+    panic("alloc_descs: d->lock");
   if(d->nfree < n)
     return -1;
   for(int i = 0, k = 0; k < n; i++){
@@ -198,6 +200,8 @@ alloc_descs(struct disk *d, int *idx, int n)
 static void
 free_chain(struct disk *d, int i)
 {
+  if(!holding(&d->lock))
+    panic("free_chain: d->lock");
   for(;;){
     int flags = d->desc[i].flags;
     int next = d->desc[i].next;
@@ -220,6 +224,8 @@ free_chain(struct disk *d, int i)
 static void
 setdesc(struct disk *d, int i, void *addr, uint32 len, uint16 flags, uint16 next)
 {
+  if(!holding(&d->lock))
+    panic("setdesc: d->lock");
   d->desc[i].addr = (uint64)addr;
   d->desc[i].len = len;
   d->desc[i].flags = flags;

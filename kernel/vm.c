@@ -510,6 +510,8 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 lo, uint64 hi)
 int
 growproc(struct proc *p, int n)
 {
+  if(!holdingsleep(&p->vmlock))
+    panic("growproc: vmlock");
   uint64 oldsz = p->sz;
   uint64 newsz = oldsz + (long)n;  // n < 0 wraps below oldsz
 
@@ -615,6 +617,8 @@ cowfault(struct proc *p, uint64 va, pte_t *pte)
 static int
 swapfault(struct proc *p, uint64 va, pte_t *pte)
 {
+  if(!holdingsleep(&p->vmlock))
+    panic("swapfault: vmlock");
   // LAB swap: begin read the page (and the ones after it) back from swap
   char *pages[SWAP_CLUSTER];
   uint64 slot = PTE2SLOT(*pte);
