@@ -210,6 +210,8 @@ int             oomkill(struct proc *p);       // kill the largest other process
 int             copyout(pagetable_t, uint64 dstva, char *src, uint64 len);
 int             copyin(pagetable_t, char *dst, uint64 srcva, uint64 len);
 int             copyinstr(pagetable_t, char *dst, uint64 srcva, uint64 max);
+int             uprefault(uint64 va, uint64 len, int is_store);
+int             copypresent(uint64 uva, char *kva, uint64 len, int to_user);
 
 // pagecache.c -- file pages that are mapped, one copy each (see pagecache.c)
 void            pagecacheinit(void);

@@ -11,7 +11,8 @@
 //   - Lock order: log admission (begin_op), then inode sleeplocks (a directory before
 //     the inodes it names; namex holds one at a time), then buffer sleeplocks or
 //     bigread.lock, then spinlocks (itable.lock, hintlock, bcache.lock). No code takes an
-//     inode lock while holding a buffer lock. The two places that take a sleeplock under
+//     inode lock while holding a buffer lock: a copy to or from user memory made under
+//     one never faults (copyheld). The two places that take a sleeplock under
 //     a spinlock (iput, breadahead) do so only when nobody else can hold it.
 //   - ip->ref (itable.lock) counts in-memory pointers: open files, cwds, and functions
 //     in progress. ip->nlink (ip->lock, on disk) counts the directory entries naming the
@@ -555,6 +556,44 @@ bmap_run(struct inode *ip, uint64 bn, uint *addrs, int max)
   return n;
 }
 
+// Contract: copy len bytes between kernel address kva and dst, a user address of the
+// calling process if user, else a kernel one: to dst when to_dst, else from it. Returns 0,
+// or -1 if dst is not (writable) user memory. Called holding a lock that a fault may need
+// (a block's buffer, bigread.lock), it never faults: the caller first faulted the user
+// pages in with uprefault(), holding no such lock, and copypresent() refuses (-2 here)
+// if a page left meanwhile (reclaim, while the caller slept on the disk): then the
+// caller lets go of its lock and faults them in again. Why: a user buffer mapped from
+// the very block being copied (read() of a file into its own untouched mapping) would
+// fault, fill the page cache from that block, and wait for the buffer the copy holds.
+static int
+copyheld(int user, uint64 dst, char *kva, uint64 len, int to_dst)
+{
+  if(!user){
+    memmove(to_dst ? (char *)dst : kva, to_dst ? kva : (char *)dst, len);
+    return 0;
+  }
+  return copypresent(dst, kva, len, to_dst) == 0 ? 0 : -2;
+}
+
+// Contract: block addr of ip read through the buffer cache and len bytes copied between
+// byte boff of it and user (or kernel, !user) address uva: into the block when
+// into_block, else out of it. Returns the buffer, locked, or 0 if uva is not (writable)
+// user memory (nothing copied). See copyheld() for why the user pages are faulted in
+// before the buffer is taken.
+static struct buf *
+bcopy(struct inode *ip, uint addr, uint boff, int user, uint64 uva, uint64 len,
+      int into_block)
+{
+  for(;;){
+    if(user && uprefault(uva, len, !into_block) < 0)
+      return 0;
+    struct buf *bp = bread(ip->dev, addr);
+    if(copyheld(user, uva, (char *)bp->data + boff, len, !into_block) == 0)
+      return bp;
+    brelse(bp);
+  }
+}
+
 // Contract: try the direct path for up to nblocks whole blocks of ip from block bn into
 // dst. Returns the bytes copied (a multiple of BSIZE), 0 if the direct path does not
 // apply here (fewer than 2 consecutive uncached blocks), or -1 if copying to dst failed.
@@ -578,11 +617,17 @@ readdirect(struct inode *ip, int user_dst, uint64 dst, uint64 bn, uint64 nblocks
   if(k < 2)
     return 0;
 
-  acquiresleep(&bigread.lock);
-  virtio_disk_read(bigread.data, k, addrs[0]);
-  int r = either_copyout(user_dst, dst, bigread.data, (uint64)k * BSIZE);
-  releasesleep(&bigread.lock);
-  return r < 0 ? -1 : k * BSIZE;
+  uint64 len = (uint64)k * BSIZE;
+  for(;;){
+    if(user_dst && uprefault(dst, len, 1) < 0)
+      return -1;
+    acquiresleep(&bigread.lock);
+    virtio_disk_read(bigread.data, k, addrs[0]);
+    int r = copyheld(user_dst, dst, (char *)bigread.data, len, 1);
+    releasesleep(&bigread.lock);
+    if(r == 0)
+      return len;
+  }
 }
 
 // Contract: before block bn (disk address addr) is read through the cache: if it is
@@ -649,11 +694,10 @@ readi(struct inode *ip, int user_dst, uint64 dst, uint64 off, uint n)
       continue;
     }
     readahead(ip, bn, addr);
-    struct buf *bp = bread(ip->dev, addr);
-    int r = either_copyout(user_dst, dst, bp->data + off % BSIZE, m);
-    brelse(bp);
-    if(r == -1)
+    struct buf *bp = bcopy(ip, addr, off % BSIZE, user_dst, dst, m, 0);
+    if(bp == 0)
       return -1;
+    brelse(bp);
   }
   return tot;
 }
@@ -727,11 +771,9 @@ writei(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
     if(addr == 0)
       break;
     m = min(n - tot, BSIZE - off % BSIZE);
-    struct buf *bp = bread(ip->dev, addr);
-    if(either_copyin(bp->data + off % BSIZE, user_src, src, m) == -1){
-      brelse(bp);
+    struct buf *bp = bcopy(ip, addr, off % BSIZE, user_src, src, m, 1);
+    if(bp == 0)
       break;
-    }
     log_write(bp);
     pagecache_write(ip, off / BSIZE, off % BSIZE, (char *)bp->data + off % BSIZE, m);
     brelse(bp);

@@ -971,6 +971,70 @@ copyuser(pagetable_t pagetable, uint64 uva, char *kva, uint64 len, int to_user)
   return 0;
 }
 
+// Contract: fault in the calling process's pages [va, va+len) as its own loads (or, when
+// is_store, stores) would: lazy, COW, file and paged-out pages are resolved. Returns 0, or
+// -1 if some page is not (writable) user memory. For a caller that must then copy without
+// faulting (copypresent): the fault path may need a lock the copy is made under.
+int
+uprefault(uint64 va, uint64 len, int is_store)
+{
+  pagetable_t pagetable = myproc()->pagetable;
+  if(va + len < va)
+    return -1;
+  for(uint64 a = PGROUNDDOWN(va); a < va + len; a += PGSIZE)
+    if(userpte(pagetable, a, is_store) == 0)
+      return -1;
+  return 0;
+}
+
+// Contract: 1 if user address va of pagetable is present now, and writable if is_store.
+static int
+present(pagetable_t pagetable, uint64 va, int is_store)
+{
+  pte_t *pte = va < MAXVA ? walk(pagetable, va, 0) : 0;
+  if(pte == 0 || (*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
+    return 0;
+  return !is_store || (*pte & PTE_W);
+}
+
+// Contract: copy len bytes between kernel address kva and user address uva of the calling
+// process (to user memory when to_user, else from it), but only if every page of the
+// range is present (and writable, to_user) right now: 0, or -1 with nothing copied.
+// Never enters the fault path, so a caller may hold locks that the fault path takes (fs.c
+// copies a block to or from user memory holding the block's buffer). Interrupts stay off
+// from the check to the end of the copy, so no page leaves in between: reclaim pages out
+// only processes that are not running (swap.c).
+int
+copypresent(uint64 uva, char *kva, uint64 len, int to_user)
+{
+  pagetable_t pagetable = myproc()->pagetable;
+  if(uva + len < uva)
+    return -1;
+  push_off();
+  for(uint64 a = PGROUNDDOWN(uva); a < uva + len; a += PGSIZE){
+    if(!present(pagetable, a, to_user)){
+      pop_off();
+      return -1;
+    }
+  }
+  while(len > 0){
+    uint64 va0 = PGROUNDDOWN(uva);
+    uint64 n = PGSIZE - (uva - va0);
+    if(n > len)
+      n = len;
+    char *pa = (char *)(PTE2PA(*walk(pagetable, va0, 0)) + (uva - va0));
+    if(to_user)
+      memmove(pa, kva, n);
+    else
+      memmove(kva, pa, n);
+    len -= n;
+    kva += n;
+    uva += n;
+  }
+  pop_off();
+  return 0;
+}
+
 // Contract: copy len bytes from kernel address src to user address dstva of pagetable.
 // Returns 0, or -1 if some destination page is not writable user memory.
 int

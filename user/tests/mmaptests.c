@@ -295,6 +295,30 @@ static void syscalls(void)
   unlink("mm_dst");
 }
 
+// read() and write() with the buffer in an untouched MAP_SHARED mapping of the very block
+// they copy: the copy is made holding that block's buffer, and the fault that maps the
+// page fills it from that same block (fs.c, copyheld). Hung the kernel once.
+static void sameblock(void)
+{
+  int n = PGSIZE;
+  make_file("mm_same", n, 11);
+  int fd = xopen("mm_same", O_RDWR);
+  char *p = xmap(n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  CHECK(read(fd, p + 100, 10) == 10, "read() into a mapping of the block it reads");
+  check_bytes(p + 100, 10, 11, 0, "read() into its own block");
+  check_bytes(p, 100, 11, 0, "the rest of the block");
+  CHECK(munmap(p, n) == 0, "munmap failed");
+  close(fd);
+  fd = xopen("mm_same", O_RDWR);
+  char *q = xmap(n, PROT_READ, MAP_SHARED, fd, 0);
+  CHECK(write(fd, q + 200, 10) == 10, "write() from a mapping of the block it writes");
+  check_bytes(q, 10, 11, 200, "write() from its own block");
+  check_bytes(q + 200, 10, 11, 200, "the source bytes");
+  CHECK(munmap(q, n) == 0, "munmap failed");
+  close(fd);
+  unlink("mm_same");
+}
+
 // Every bad argument gives -1 (and the kernel lives).
 static void errors(void)
 {
@@ -500,6 +524,7 @@ static const struct test tests[] = {
   { "partial", partial, 1 },
   { "twofiles", twofiles, 1 },
   { "syscalls", syscalls, 1 },
+  { "sameblock", sameblock, 1 },
   { "errors", errors, 1 },
   { "shareone", shareone, 1 },
   { "exitwb", exitwb, 1 },
