@@ -8,12 +8,9 @@
 // Every function that changes the disk runs inside a log transaction (begin_op/end_op).
 //
 // Contract:
-//   - Lock order: log admission (begin_op), then inode sleeplocks (a directory before
-//     the inodes it names; namex holds one at a time), then buffer sleeplocks or
-//     bigread.lock, then spinlocks (itable.lock, hintlock, bcache.lock). No code takes an
-//     inode lock while holding a buffer lock: a copy to or from user memory made under
-//     one never faults (copyheld). The two places that take a sleeplock under
-//     a spinlock (iput, breadahead) do so only when nobody else can hold it.
+//   - Lock order: kernel/locks.h. A directory's inode lock before those of the inodes it
+//     names; namex holds one at a time. No code takes an inode lock while holding a
+//     buffer lock: a copy to or from user memory made under one never faults (copyheld).
 //   - ip->ref (itable.lock) counts in-memory pointers: open files, cwds, and functions
 //     in progress. ip->nlink (ip->lock, on disk) counts the directory entries naming the
 //     inode, except a directory's own "."; so a directory's nlink includes one for each

@@ -109,7 +109,7 @@ chooseaddr(struct proc *p, uint64 len)
 // n when the cache hands out a shorter run: call again for the rest), or -1 if memory
 // runs out or the page cache is full before the first (nothing mapped). Caller holds
 // p->vmlock (reclaim keeps off p's PTEs meanwhile) and no spinlock; panics otherwise.
-// Sleeps on the disk on a miss. Lock order: p->vmlock, then the inode's (pagecache.c).
+// Sleeps on the disk on a miss. Lock order: kernel/locks.h.
 static int
 mappage(struct proc *p, struct vma *v, uint64 va, int n)
 {
@@ -275,8 +275,8 @@ mmap_unmapall(struct proc *p)
 // Contract: for fork, give child np the regions of p: the same file pages (and p's
 // private copies, copied or shared by COW_ALLOC's policy) through uvmcopy(), and one new
 // reference to each region's file. Returns 0, or -1 if memory runs out; then np has no
-// region and no page of one (np's page-table pages stay for freeproc). np->lock may be
-// held: this only takes spinlocks.
+// region and no page of one (np's page-table pages stay for freeproc). Takes only
+// spinlocks.
 int
 mmap_fork(struct proc *p, struct proc *np)
 {

@@ -16,9 +16,9 @@
 // next one first looks whether that victim's pages are enough. It is taken with
 // tryacquiresleep between ticks, so that a faulter killed while it waits (perhaps the
 // very victim) gives up at once. A faulter waits for it without its own vmlock, so that
-// the chooser can size every waiter. A candidate is sized with its vmlock taken by
-// tryacquiresleep (one busy in its own page table is not waited for, but sized again a
-// tick later) and its state read under its p->lock.
+// the chooser can size every waiter. A candidate is sized with its vmlock taken without
+// waiting (kernel/locks.h; one busy in its own page table is sized again a tick later)
+// and its state read under its p->lock.
 
 #include "kernel/types.h"
 #include "kernel/param.h"

@@ -25,8 +25,7 @@
 //   - Filling entries (fs.c readpages, a run of pages per disk request) and writing into
 //     a cached page (pagecache_write, from writei) happen under the inode's sleeplock, so
 //     a page is never inserted with data older than the last write(), and only one
-//     process fills a given file at a time. Lock order: p->vmlock (mmap.c's mappage),
-//     then ip->lock, then pcache.lock, then kmem.lock.
+//     process fills a given file at a time. Lock order: kernel/locks.h.
 //   - Page contents are not locked: mapped stores race with write() as they do on any
 //     shared memory.
 //
@@ -173,8 +172,7 @@ gethit(struct inode *ip, uint64 pgno, int n, char **pas)
 // blocks (fs.c readpages), not one per page; 0 if memory runs out or the cache is full
 // before page pgno could be had (nothing taken). The caller holds a reference to ip and
 // no spinlock; ip->lock may be held by the caller itself (a read()/write() whose user
-// buffer is a mapping of the same file), else it is taken. Lock order: ip->lock, then
-// pcache.lock, then kmem.lock.
+// buffer is a mapping of the same file), else it is taken (kernel/locks.h).
 int
 pagecache_get(struct inode *ip, uint64 pgno, int n, char **pas)
 {

@@ -19,7 +19,7 @@ static int nextpid = 1;
 static struct spinlock pid_lock;
 
 // wait_lock protects every p->parent, and orders a parent's wait() against its
-// children's exit() so that no wakeup is lost. Take it before any p->lock.
+// children's exit() so that no wakeup is lost (order: kernel/locks.h).
 static struct spinlock wait_lock;
 
 extern volatile int booted_harts;  // start.c

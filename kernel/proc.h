@@ -91,9 +91,9 @@ struct proc {
   // wait_lock must be held when using this:
   struct proc *parent;
 
-  // Held by the process's own page-table operations that may sleep or be preempted
-  // midway (faults, sbrk, fork, exec, exit, mmap, memstat), and by reclaim while it pages
-  // the process out (kernel/swap.c says why that is safe).
+  // The page table, sz and vmas, against reclaim and the OOM killer while an operation
+  // that may sleep or be preempted midway changes them. Who takes it, and in which
+  // order with the other locks: kernel/locks.h.
   struct sleeplock vmlock;
 
   // Private to the process, so p->lock need not be held:

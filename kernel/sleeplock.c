@@ -37,7 +37,7 @@ acquiresleep(struct sleeplock *lk)
 
 // Contract: take lk for the calling process if it is free and return 1; else return 0 at
 // once. Never sleeps, so a caller that holds other sleeplocks cannot deadlock on it
-// (reclaim takes other processes' vmlocks this way: swap.c).
+// (reclaim and the OOM killer take other processes' vmlocks this way: kernel/locks.h).
 int
 tryacquiresleep(struct sleeplock *lk)
 {

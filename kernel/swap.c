@@ -18,11 +18,8 @@
 //
 // Why paging out another process's page is safe (vm.c's "only the owner changes its
 // page table" gains this one exception):
-//   - Every operation of a process on its own page table that may sleep or be preempted
-//     midway (page faults, sbrk, fork, exec, exit, mmap, memstat) holds its p->vmlock.
-//     Reclaim holds the victim's vmlock too: the caller's own (already held) when it
-//     pages out itself, else one taken with tryacquiresleep, so reclaim never waits for
-//     a vmlock and cannot deadlock with a process that holds one and waits for memory.
+//   - Reclaim holds the victim's vmlock, as every operation of a process on its own page
+//     table that may sleep does, and never waits for it (kernel/locks.h, "The vmlock").
 //   - Another process is paged out only while it is not RUNNING, checked under p->lock,
 //     which is held while its PTEs change: no hart holds a TLB entry for its pages, since
 //     the trampoline flushes the TLB on every entry to user mode. Kernel code that uses a
@@ -32,9 +29,9 @@
 //     waits for the vmlock, so it reads the slot only after the write has finished. The
 //     reclaimer owns the page from the PTE change on, and frees it after the write.
 //
-// Locking: swap.lock (a spinlock) protects the slot table and the counters; lock order
-// p->lock, then swap.lock. hand.lock (a sleeplock: reclaim sleeps on the disk while it
-// holds it) serialises reclaimers and protects the hand.
+// Locking: swap.lock (a spinlock) protects the slot table and the counters. hand.lock (a
+// sleeplock: reclaim sleeps on the disk while it holds it) serialises reclaimers and
+// protects the hand. Their order with the other locks: kernel/locks.h.
 //
 // The `// LAB swap:` comments mark what the swap lab's students write (the slot table
 // here; the page-out choice, the page-in and fork's share of a slot in vm.c); their

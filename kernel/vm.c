@@ -45,10 +45,10 @@
 //   - Only the process that owns a page table changes it while the process lives
 //     (its own system calls and faults, on one hart at a time); exec and exit change
 //     tables nobody else can see. The one exception is reclaim, which pages out the
-//     pages of a process while holding its p->vmlock and while it is not running
-//     (swap.c). So every operation here that may sleep or be preempted between reading a
-//     PTE and using it runs under the owner's vmlock, and copyuser() uses a user page
-//     with interrupts off.
+//     pages of a process only while it is not running (swap.c). So every operation here
+//     that may sleep or be preempted between reading a PTE and using it runs under the
+//     owner's vmlock (kernel/locks.h), and copyuser() uses a user page with interrupts
+//     off.
 #include "kernel/types.h"
 #include "kernel/param.h"
 #include "kernel/memlayout.h"
