@@ -217,14 +217,13 @@ unreadable(struct vma *v)
 
 // Contract: remove [lo, hi) (page-aligned, inside region v, a prefix or a suffix of it or
 // all of it) from p: write back, unmap, trim the page cache, shrink v, and close the
-// file when nothing is left. The caller holds no spinlock; it runs under p->vmlock
-// (taken here unless exit or exec holds it), so reclaim leaves p's PTEs alone meanwhile.
+// file when nothing is left. The caller holds p->vmlock (so reclaim leaves p's PTEs
+// alone meanwhile) and no spinlock.
 static void
 unmaprange(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
 {
-  int mine = holdingsleep(&p->vmlock);
-  if(!mine)
-    acquiresleep(&p->vmlock);
+  if(!holdingsleep(&p->vmlock))
+    panic("unmaprange: vmlock");
   if((v->flags & MAP_SHARED) && !unreadable(v))
     writeback(p, v, lo, hi);
   // LAB mmap: begin unmap, trim the page cache, shrink the region, close the file
@@ -243,8 +242,6 @@ unmaprange(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
     fileclose(f);
   }
   // LAB mmap: end
-  if(!mine)
-    releasesleep(&p->vmlock);
 }
 
 // Contract: reclaim (swap.c) dropped p's PTE for the file page at va, in one of p's
@@ -407,7 +404,9 @@ sys_munmap(void)
     return -1;
   if(addr != v->start && addr + len != v->start + v->len)
     return -1;
+  acquiresleep(&p->vmlock);
   unmaprange(p, v, addr, addr + len);
+  releasesleep(&p->vmlock);
   return 0;
   // LAB mmap: stub
   // return -1;

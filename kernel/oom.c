@@ -96,19 +96,18 @@ exited(struct proc *v, int pid)
 // Contract: the live process other than p holding the most anonymous pages in RAM, if it
 // holds more than p (a tie spares the others), else 0. *busy counts the others passed
 // over because their vmlock was taken (each in the middle of its own fault, fork or
-// exit: sized again a tick later). Caller is p, holding no spinlock; p's own vmlock it
-// may hold or not.
+// exit: sized again a tick later). Caller is p, holding no spinlock and not its own
+// vmlock (panics otherwise: it takes it to size p).
 static struct proc *
 largest(struct proc *p, int *busy)
 {
   struct proc *victim = 0;
-  int mine = holdingsleep(&p->vmlock);
 
-  if(!mine)
-    acquiresleep(&p->vmlock);
+  if(holdingsleep(&p->vmlock))
+    panic("largest: vmlock held");   // vmfault lets go of it around oomkill
+  acquiresleep(&p->vmlock);
   uint64 most = uvmanonpages(p->pagetable);
-  if(!mine)
-    releasesleep(&p->vmlock);
+  releasesleep(&p->vmlock);
   *busy = 0;
   for(struct proc *q = proc; q < &proc[NPROC]; q++){
     if(q == p)
@@ -150,7 +149,7 @@ killfor(struct proc *p, struct proc *victim)
 // may try the fault again). 0 if p is the largest, or p was killed, or the victim did not
 // exit in time: p dies for memory. A candidate busy in its own page table is sized again
 // a tick later (for at most OOM_WAIT_TICKS) before p is judged the largest. Caller is p,
-// holding no spinlock, with or without its own vmlock (vmfault lets go of it).
+// holding no spinlock and not its own vmlock (vmfault lets go of it).
 int
 oomkill(struct proc *p)
 {

@@ -691,12 +691,12 @@ resolve(struct proc *p, uint64 va, int is_store, int can_sleep)
 //                          then for a store one of the two cases above
 //   anything else: above sz, the guard page (no PTE_U), read-only text, trapframe,
 //   trampoline, va >= MAXVA                               -> -1
-// Unless the caller holds a spinlock, it runs under p->vmlock, first reclaims while free
-// pages are below the low watermark, and when a page cannot be had, reclaims and tries
-// again while reclaim frees something; when nothing more can be reclaimed (no swap, or
-// swap full too), the OOM killer (oom.c) kills the largest process if that is not p, and
-// p, which waits for that without its vmlock, tries again once it has exited. So p dies
-// for memory only as the largest.
+// Unless the caller holds a spinlock, it takes p->vmlock (the caller must not hold it:
+// panics), first reclaims while free pages are below the low watermark, and when a page
+// cannot be had, reclaims and tries again while reclaim frees something; when nothing
+// more can be reclaimed (no swap, or swap full too), the OOM killer (oom.c) kills the
+// largest process if that is not p, and p, which waits for that without its vmlock,
+// tries again once it has exited. So p dies for memory only as the largest.
 int
 vmfault(struct proc *p, uint64 va, int is_store)
 {
@@ -704,12 +704,12 @@ vmfault(struct proc *p, uint64 va, int is_store)
     return -1;
   va = PGROUNDDOWN(va);
 
-  int can_sleep = !holding_spinlocks();
-  int mine = holdingsleep(&p->vmlock);
-  if(!can_sleep)
+  if(holding_spinlocks())
     return resolve(p, va, is_store, 0);
-  if(!mine)
-    acquiresleep(&p->vmlock);
+  // Nothing that copies to or from user memory holds its own vmlock (kernel/locks.h).
+  if(holdingsleep(&p->vmlock))
+    panic("vmfault: vmlock held");
+  acquiresleep(&p->vmlock);
   vmreserve(SWAP_CLUSTER);   // room for a page-in's read-ahead
   int r;
   p->nomem = 0;
@@ -721,18 +721,15 @@ vmfault(struct proc *p, uint64 va, int is_store)
   // of its vmlock while it waits there, so that the killer can size p (oom.c), and so
   // that many faulters waiting at once stay candidates for each other.
   for(int round = 0; r != 0 && p->nomem && round < NPROC; round++){
-    if(!mine)
-      releasesleep(&p->vmlock);
+    releasesleep(&p->vmlock);
     int retry = oomkill(p);
-    if(!mine)
-      acquiresleep(&p->vmlock);
+    acquiresleep(&p->vmlock);
     if(!retry)
       break;
     p->nomem = 0;
     r = resolve(p, va, is_store, 1);
   }
-  if(!mine)
-    releasesleep(&p->vmlock);
+  releasesleep(&p->vmlock);
   return r;
 }
 
