@@ -115,6 +115,8 @@ mappage(struct proc *p, struct vma *v, uint64 va, int n)
 {
   if(!holdingsleep(&p->vmlock))
     panic("mappage: vmlock");
+  if(holding_spinlocks())
+    panic("mappage: spinlock");
   if(n < 1 || n > MAPRUN)
     panic("mappage: run");
   // LAB mmap: begin map the page cache's pages with the region's permissions
@@ -224,6 +226,8 @@ unmaprange(struct proc *p, struct vma *v, uint64 lo, uint64 hi)
 {
   if(!holdingsleep(&p->vmlock))
     panic("unmaprange: vmlock");
+  if(holding_spinlocks())
+    panic("unmaprange: spinlock");
   if((v->flags & MAP_SHARED) && !unreadable(v))
     writeback(p, v, lo, hi);
   // LAB mmap: begin unmap, trim the page cache, shrink the region, close the file
@@ -252,6 +256,8 @@ mmap_trim(struct proc *p, uint64 va)
 {
   if(!holdingsleep(&p->vmlock))
     panic("mmap_trim: vmlock");
+  if(holding_spinlocks())
+    panic("mmap_trim: spinlock");
   struct vma *v = findvma(p, va);
   if(v == 0)
     return;

@@ -153,6 +153,8 @@ killfor(struct proc *p, struct proc *victim)
 int
 oomkill(struct proc *p)
 {
+  if(holding_spinlocks())
+    panic("oomkill: spinlock");
   while(!tryacquiresleep(&oomlock)){
     if(killed(p))
       return 0;

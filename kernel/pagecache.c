@@ -176,6 +176,8 @@ gethit(struct inode *ip, uint64 pgno, int n, char **pas)
 int
 pagecache_get(struct inode *ip, uint64 pgno, int n, char **pas)
 {
+  if(holding_spinlocks())
+    panic("pagecache_get: spinlock");
   int k = gethit(ip, pgno, n, pas);
   if(k > 0)
     return k;

@@ -178,6 +178,8 @@ swap_put(uint64 s)
 void
 swap_read(uint64 s, char **pa, int n)
 {
+  if(holding_spinlocks())
+    panic("swap_read: spinlock");
   virtio_disk_pages(SWAPDEV, s, (void **)pa, n, 0);
   acquire(&swap.lock);
   swap.ins += n;
