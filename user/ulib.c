@@ -3,6 +3,7 @@
 #include "kernel/types.h"
 #include "kernel/stat.h"
 #include "kernel/fcntl.h"
+#include "kernel/memstat.h"
 #include "user/user.h"
 
 extern int main(int argc, char *argv[]);
@@ -356,6 +357,22 @@ strtod(const char *s, char **end)
   else
     v = scale10((double)m, exp);
   return neg ? -v : v;
+}
+
+// ---------------------------------------------------------------- memory
+
+// Pages free net of swap: free RAM less the pages held in swap slots, and, with_cache,
+// plus the pages the page cache holds. Paging a page out (a page freed, a slot taken) or
+// in leaves it as it is, so "nothing leaked" compares this, not free_pages: with a swap
+// disk other processes' pages may go out or come back meanwhile. The page cache counts
+// for a program that maps a file it does not control (smolserve's model; swaptest, whose
+// reclaim may drop other processes' file pages); a test of mmap itself leaves it out,
+// since its pages must be gone when the last mapping goes (docs/memory.md).
+long
+memfree_net(const struct memstat *m, int with_cache)
+{
+  long n = (long)m->free_pages - (long)m->swap_slots_used;
+  return with_cache ? n + (long)m->pagecache_pages : n;
 }
 
 // ---------------------------------------------------------------- clocks

@@ -136,9 +136,7 @@ print_summary(struct server *sv)
   // (docs/memory.md).
   struct memstat m;
   memstat(&m);
-  long leaked = (sv->baseline_free - (long)sv->ms0.swap_slots_used +
-                 (long)sv->ms0.pagecache_pages) -
-                (free - (long)m.swap_slots_used + (long)m.pagecache_pages);
+  long leaked = memfree_net(&sv->ms0, 1) - memfree_net(&m, 1);
   printf("[smolserve] memory baseline_free_pages=%ld final_free_pages=%ld leaked_pages=%ld\n",
          sv->baseline_free, free, leaked);
 }

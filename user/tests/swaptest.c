@@ -47,10 +47,10 @@ static void msnap2(struct memstat *m)
 }
 
 // Free frames less slots in use plus page-cache frames: what moving pages between RAM, swap
-// and the page cache leaves unchanged (see the top of the file).
+// and the page cache leaves unchanged (see the top of the file; memfree_net, user/ulib.c).
 static long balance(struct memstat *m)
 {
-  return (long)m->free_pages - (long)m->swap_slots_used + (long)m->pagecache_pages;
+  return memfree_net(m, 1);
 }
 
 // This process's pages wherever they are: mapped (resident) or paged out.

@@ -140,14 +140,12 @@ align_heap(void)
   return sbrk(0);
 }
 
-// Pages free net of swap: free RAM minus the pages held in swap slots. Paging a page out
-// (a page freed, a slot taken) or in leaves it as it is, so "nothing leaked" compares
-// this, not free_pages: with a swap disk other processes' pages may go out or come back
-// meanwhile. Without swap it is free_pages (docs/memory.md).
+// Pages free net of swap, the page cache left out: the library's one leak balance
+// (memfree_net in user/ulib.c), under the name the test programs use.
 long
 tl_free(const struct memstat *m)
 {
-  return (long)m->free_pages - (long)m->swap_slots_used;
+  return memfree_net(m, 0);
 }
 
 // Pages a process can still get: free RAM plus free swap slots.
