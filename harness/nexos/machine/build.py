@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from nexos.machine.config import BuildConfig
+from nexos.machine.limits import make_assignments
 from nexos.machine.toolchain import find_gcc, find_toolchain
 
 MAX_PARALLEL = 2  # the machine is shared; never more than two makes at a time
@@ -121,14 +122,11 @@ def build_one(repo: Path, config: BuildConfig, llm: bool = False,
     return BuildResult(config, ok, time.monotonic() - t0, config.build_dir(repo), out, excerpt)
 
 
-DEFAULT_MODEL_RE = re.compile(r"^DEFAULT_MODEL\s*:?=\s*(\S+)\s*$", re.M)
-
-
 def default_model(repo: Path) -> Path | None:
     """The checkpoint the checkout's Makefile puts on the LLM image by default (its
     DEFAULT_MODEL, under build/models/), or None if the Makefile names none."""
-    m = DEFAULT_MODEL_RE.search((repo / "Makefile").read_text(errors="replace"))
-    return None if m is None else repo / m[1]
+    name = make_assignments((repo / "Makefile").read_text(errors="replace")).get("DEFAULT_MODEL")
+    return None if name is None else repo / name
 
 
 def prebuild_shared(repo: Path, llm: bool) -> BuildResult | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 DEFINE_RE = re.compile(r"^#define\s+([A-Z][A-Z0-9_]*)\s+(?:(\d+)\b|\(1\s*<<\s*(\d+)\))", re.M)
-MAKE_RE = re.compile(r"^([A-Z][A-Z0-9_]*)\s*:=\s*(\d+)\s*$", re.M)
+MAKE_RE = re.compile(r"^([A-Z][A-Z0-9_]*)\s*:?=\s*(\S+)\s*$", re.M)
 
 
 class LimitsError(RuntimeError):
@@ -46,9 +46,19 @@ def read_defines(header: Path, names: tuple[str, ...]) -> dict[str, int]:
     return _pick(header, found, names, "#define {} <integer>")
 
 
+def make_assignments(text: str) -> dict[str, str]:
+    """Every one-word `NAME := value` (or `NAME = value`) line of a Makefile's text, the
+    first of each name: what the harness reads from a Makefile, here or in another
+    checkout (build.default_model)."""
+    found: dict[str, str] = {}
+    for m in MAKE_RE.finditer(text):
+        found.setdefault(m[1], m[2])
+    return found
+
+
 def read_make_values(makefile: Path, names: tuple[str, ...]) -> dict[str, int]:
     """The integer `NAME := 123` assignments `names` of `makefile`."""
-    found = {m[1]: int(m[2]) for m in MAKE_RE.finditer(_read(makefile))}
+    found = {k: int(v) for k, v in make_assignments(_read(makefile)).items() if v.isdigit()}
     return _pick(makefile, found, names, "{} := <integer>")
 
 
