@@ -519,10 +519,11 @@ growproc(struct proc *p, int n)
     if(newsz < oldsz || newsz > mmap_floor(p))
       return -1;
     // LAB lazy: begin
-    if(!LAZY_ALLOC){
+    int eager = !LAZY_ALLOC;
     // LAB lazy: stub
-    // if(1){  // eager in both configurations until LAZY_ALLOC=1 only raises p->sz
+    // int eager = 1;  // in both configurations until LAZY_ALLOC=1 only raises p->sz
     // LAB lazy: end
+    if(eager){
       // Refuse at once what cannot fit, so that a failed sbrk does not even leave
       // the page-table pages of a half-built mapping behind (they would stay until exit).
       // With swap, what fits is free pages plus free slots (uvmalloc reclaims).
@@ -906,11 +907,13 @@ userpte(pagetable_t pagetable, uint64 va, int is_store)
     return 0;
   pte_t *pte = walk(pagetable, va, 0);
   int missing = pte == 0 || (*pte & PTE_V) == 0;
+  int readonly = !missing && (*pte & (PTE_COW | PTE_FILE)) && (*pte & PTE_W) == 0;
   // LAB lazy: begin
-  if(missing || (is_store && (*pte & (PTE_COW | PTE_FILE)) && (*pte & PTE_W) == 0)){
+  int fault_first = missing || (is_store && readonly);
   // LAB lazy: stub
-  // if(!missing && is_store && (*pte & (PTE_COW | PTE_FILE)) && (*pte & PTE_W) == 0){
+  // int fault_first = is_store && readonly;   // a missing page makes the copy fail
   // LAB lazy: end
+  if(fault_first){
     struct proc *p = myproc();
     if(p == 0 || p->pagetable != pagetable || vmfault(p, va, is_store) != 0)
       return 0;
