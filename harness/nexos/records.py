@@ -1,8 +1,9 @@
 """The records that several harness modules share: what to ask smolprobe for
 (`ProbeRequest`), what one run showed (`ProbeRecord`, the rows of `nexos compare` and its
-`--json`), one grading check's outcome (`CheckResult`), and smolserve's parsed lines
+`--json`), one grading check's outcome (`CheckResult`), smolserve's parsed lines
 (`ServeResult`, what nexos.parse.smolserve returns) and runs (`ServeRecord`, the rows of
-`nexos serve` and its `--json`).
+`nexos serve` and its `--json`), and the system-call fuzzer's lines (`FuzzResult`) and runs
+(`FuzzRecord`, the rows of `nexos fuzz` and its `--json`).
 
 Plain data only: this module imports no other harness module but the page formulas and the
 C programs' defaults (nexos.machine.limits).
@@ -504,3 +505,93 @@ class SwapComparison:
                 "same_answers": self.same_answers, "problem": self.problem,
                 "without_swap": self.without.to_json(), "with_swap": self.with_swap.to_json()}
 
+
+
+# --------------------------------------------------------------------------- fuzz
+
+@dataclass(frozen=True)
+class FuzzSummary:
+    """fuzz's `fuzz: done` line (docs/fuzz.md, "Output"): what every process of the run
+    reported, and the memory that did not come back."""
+
+    calls: int
+    forks: int
+    kills: int
+    failures: int          # processes that printed a FAIL line, or workers that died
+    faults_killed: int     # ... because the kernel killed a process
+    leaked_pages: int      # free pages net of swap, missing after the run
+    leaked_cache: int      # page-cache pages more than before
+    swap_slots_before: int
+    swap_slots_after: int
+    swap_outs: int         # pages written to swap during the run (the whole system)
+    swap_ins: int          # ... and read back
+    seconds: int           # the guest's own clock, start to verdict
+
+
+@dataclass(frozen=True)
+class FuzzResult:
+    """One fuzz run's lines: its `fuzz: start` line's fields, its summary (None when the
+    run was cut short), its FAIL lines, the leak check, and the verdict."""
+
+    seed: int
+    procs: int
+    ops: int               # operations per worker (0: --seconds)
+    seconds: int           # --seconds (0: --ops)
+    lazy: int
+    cow: int
+    harts: int
+    total_pages: int
+    swap_slots: int
+    summary: FuzzSummary | None
+    fails: tuple[str, ...]          # `fuzz: FAIL ...` lines, each ending with its repro
+    leakcheck: bool | None          # `test leakcheck: OK` (None: no such line)
+    passed: bool                    # the last line is ALL TESTS PASSED
+
+    @property
+    def repro(self) -> str | None:
+        """The guest command of the first FAIL line's `repro:`, or None."""
+        for line in self.fails:
+            _, sep, cmd = line.partition("; repro: ")
+            if sep:
+                return cmd.strip()
+        return None
+
+
+@dataclass(frozen=True)
+class FuzzRecord:
+    """`nexos fuzz` in one configuration: the run's parsed lines, or what stopped it (a
+    kernel panic, a hang, output that is not fuzz's), with the console's tail as evidence
+    and one line that runs the same again (`repro`)."""
+
+    config: str
+    lazy: int
+    cow: int
+    cpus: int
+    swap: int              # MiB of swap disk (0: none)
+    command: str           # what ran in the guest
+    seconds: float         # wall time of the boot and the run
+    result: FuzzResult | None
+    panic: str | None      # the kernel's `panic:` line
+    hang: bool             # no prompt in time
+    usertraps: int         # `usertrap:` lines: processes the kernel killed
+    problem: str | None    # why this run is not clean; None: clean
+    repro: str             # a host command that runs it again
+    evidence: str = ""     # the console's tail when there is a problem
+
+    @property
+    def failed(self) -> bool:
+        return self.problem is not None
+
+    def to_json(self) -> dict[str, object]:
+        res, s = self.result, self.result.summary if self.result else None
+        d: dict[str, object] = {
+            "config": self.config, "lazy": self.lazy, "cow": self.cow, "cpus": self.cpus,
+            "swap_mib": self.swap, "command": self.command, "seconds": round(self.seconds, 1),
+            "seed": res.seed if res else None, "procs": res.procs if res else None,
+            "panic": self.panic, "hang": self.hang, "usertraps": self.usertraps,
+            "fails": list(res.fails) if res else [], "problem": self.problem,
+            "repro": self.repro, "summary": asdict(s) if s else None,
+        }
+        if self.problem is not None:
+            d["evidence"] = self.evidence
+        return d

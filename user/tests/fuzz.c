@@ -8,17 +8,21 @@
 // is checked. Afterwards the parent removes what the workers left in the file system and
 // checks that free pages (net of swap), swap slots and the page cache are back.
 //
-//   fuzz [--seed N] [--procs P] [--ops N | --seconds S] [--verbose]
+//   fuzz [--seed N] [--procs P] [--ops N | --seconds S] [--hog] [--verbose]
 //
 // P workers (default 4, at most MAXPROCS) each make N operations (default 1000) or stop
 // after S seconds. An operation is one system call, or a few when one prepares another.
-// Each worker draws from its own xorshift stream, derived from the seed and its number, and
-// each child it forks from a value it drew, so the same options give every process the
-// same choices; a result that depends on timing (which child exits first, a full process
-// table) may steer a stream otherwise. A process that sees an impossible result prints
+// Each worker has its own xorshift stream, derived from the seed and its number, and each
+// child it forks one from a value it drew; every operation seeds its own generator from one
+// number of its process's stream. So the same options give every process the same
+// operations with the same random arguments; what timing decides (which child exits
+// first, a full process table) may change a call, not the next operation. A process that
+// sees an impossible result prints
 //   fuzz: FAIL <who> op <i> <call>: <what>; repro: fuzz --seed S --procs P --ops N
 // (one line, N the worker's operation to run up to) and exits FAILCODE, which its parent
 // passes on. --verbose prints a line `fz w<k>.<depth> op <i> <call>` before every call.
+// --hog (with a swap disk) adds one process that holds more memory than is free and keeps
+// storing into it, so that reclaim pages the workers' memory out while they run.
 // Output: `fuzz: start ...`, the FAIL lines if any, `test workers: OK|FAILED`,
 // `test leakcheck: OK|FAILED`, the summary `fuzz: done ...`, and ALL TESTS PASSED or
 // SOME TESTS FAILED as the last line (docs/testing.md).
@@ -54,13 +58,16 @@
 #define KILLCODE  78       // ... that printed one because the kernel killed a child
 #define XCODE     33       // exit status of `fuzz -x`, what exec'd children run
 #define EXECFAIL  35       // a child whose exec() returned -1 exits with this
-#define LONGSLEEP 100000   // ticks a sleeper child sleeps; its parent always kills it
+#define NAP       100      // ticks a sleeper child sleeps at a time, until its parent kills it
 #define SCRATCH   (2 * PGSIZE)
 #define WCAP      (64 * 1024)   // bytes one write() may add to a file
 #define FILECAP   (256 * 1024)  // a file this long gets no more valid writes
 #define NGONE     8        // reaped pids remembered (kill() of them must fail)
 #define MAXCD     3        // how deep below its folder a process chdirs
+#define MAXFILES  5        // files a process keeps open (see op_open)
+#define MAXRMDEPTH 24      // levels of directories cleanup goes down (its stack is one page)
 #define REC_TAG   0xa5UL   // top byte of a report record
+#define HOGTOUCH  256      // pages the hog stores into every other tick
 
 // ---------------------------------------------------------------- state of one process
 
@@ -96,22 +103,22 @@ static struct {
 } me;
 
 static uint64 o_seed = 1;
-static int o_procs = 4, o_verbose;
+static int o_procs = 4, o_verbose, o_hog;
 static long o_ops = 1000, o_secs;
 static uint64 deadline;                // clock_us() at which workers stop (0: --ops)
 static char topdir[24], base[40];      // /fuzz.<pid> and this worker's /fuzz.<pid>/w<k>
 static int lazy, cow;                  // the kernel's policies (memstat)
 static uint64 room_pages;              // RAM + swap, in pages
-static uint64 rs;                      // this process's random stream
+static uint64 stream;                  // this process's random stream: one number an operation
+static uint64 rs;                      // the operation's own generator, seeded from stream
 
 static uint64 guard, datastart, heapbase, sz;   // the layout; the heap is [heapbase, sz)
 static uint64 heapcap, mapcap;         // pages of heap, of eagerly mapped regions, at most
 static struct region regs[NREG];
 static struct fdi fds[NOFILE];
 static struct fpipe pipes[NOFILE];
-static struct kid kids[MAXKIDS];
 static int gone[NGONE], ngone;
-static int depthcd;                    // directories below base (a lower bound, see op_chdir)
+static int depthcd;                    // directories below base (see op_chdir)
 static uint sumtext;                   // checksum of the text, checked at the end
 static uint lastup;                    // the last uptime() seen
 static char scratch[SCRATCH] __attribute__((aligned(PGSIZE)));
@@ -134,14 +141,19 @@ static uint64 mix(uint64 x)
   return x ^ (x >> 31);
 }
 
-// xorshift64*: this process's next number.
-static uint64 r64(void)
+// xorshift64*: the next number of generator *x.
+static uint64 xorshift(uint64 *x)
 {
-  rs ^= rs >> 12;
-  rs ^= rs << 25;
-  rs ^= rs >> 27;
-  return rs * 2685821657736338717UL;
+  *x ^= *x >> 12;
+  *x ^= *x << 25;
+  *x ^= *x >> 27;
+  return *x * 2685821657736338717UL;
 }
+
+// The operation's next random number. Each operation seeds rs from one number of the
+// process's stream, so the n-th operation makes the same choices however many numbers
+// the ones before it drew (that depends on results, which depend on timing).
+static uint64 r64(void) { return xorshift(&rs); }
 
 static uint64 rn(uint64 n) { return n ? r64() % n : 0; }
 static int one_in(int n) { return rn(n) == 0; }
@@ -149,14 +161,40 @@ static uint64 min(uint64 a, uint64 b) { return a < b ? a : b; }
 
 // ---------------------------------------------------------------- failures
 
-// Print the one FAIL line (why[] says what) and exit FAILCODE (or code).
+static struct kid kids[MAXKIDS];
+static int resv = -1;       // the write end of the report pipe (see report())
+
+// Report this process's counts to the parent: one record of 8 bytes into the report pipe,
+// which every process of the run holds. Whoever reaps this process, the parent learns of
+// its failure (code FAILCODE or KILLCODE) here. Bits: 63..56 REC_TAG, 55 failed, 54 a
+// child was killed by the kernel, 53..44 kill() calls that hit a child, 43..32 forks,
+// 31..0 system calls.
+static void report(int code)
+{
+  uint64 rec = (REC_TAG << 56) | ((uint64)(code != 0) << 55) |
+               ((uint64)(code == KILLCODE) << 54) | ((uint64)min(me.kills, 0x3ff) << 44) |
+               ((uint64)min(me.forks, 0xfff) << 32) | min(me.calls + 1, 0xffffffffUL);
+  me.call = "write";
+  me.calls++;
+  if (write(resv, &rec, sizeof(rec)) != sizeof(rec) && code == 0) {
+    printf("fuzz: FAIL worker %d pid %d: write of the report record failed\n", me.id, me.pid);
+    exit(FAILCODE);
+  }
+}
+
+// Print the one FAIL line (why[] says what) and exit FAILCODE (or code). The children are
+// killed first: a sleeper would otherwise outlive this process by a nap.
 static void failwith(int code)
 {
   long upto = (me.depth ? me.forkop : me.op) + 1;
+  for (int k = 0; k < MAXKIDS; k++)
+    if (kids[k].pid)
+      kill(kids[k].pid);
   const char *who = me.depth == 0 ? "" : me.depth == 1 ? " child" : " grandchild";
   printf("fuzz: FAIL worker %d%s pid %d op %ld %s: %s; repro: fuzz --seed %ld --procs %d "
          "--ops %ld\n", me.id, who, me.pid, me.op, me.call ? me.call : "-", why, (long)o_seed,
          o_procs, upto);
+  report(code);
   exit(code);
 }
 
@@ -544,9 +582,26 @@ static int pick_oflags(void)
   return f;
 }
 
+// Descriptors of files, directories and devices this process has open: kept few, so that
+// eight workers with their children do not fill the kernel's table of inodes (NINODE).
+static int nfiles(void)
+{
+  int n = 0;
+  for (int fd = 0; fd < NOFILE; fd++)
+    n += fds[fd].kind == K_FILE || fds[fd].kind == K_DIR || fds[fd].kind == K_DEV;
+  return n;
+}
+
 static void op_open(void)
 {
   int bad, want = low_free(-1), flags = pick_oflags();
+  if (nfiles() >= MAXFILES) {
+    for (int fd = 3; fd < NOFILE; fd++)
+      if (fds[fd].kind == K_FILE || fds[fd].kind == K_DIR || fds[fd].kind == K_DEV) {
+        must_close(fd);
+        return;
+      }
+  }
   uint64 p = pick_path(&bad, 0);
   struct stat st;
   at("open");
@@ -612,7 +667,8 @@ static void read_pipe(int fd, int n)
     return;
   if (p->known)
     for (int i = 0; i < r; i++)
-      FCHECK(((char *)dst)[i] == pipebyte(p->rpos + i), "pipe byte %ld is wrong", (long)p->rpos + i);
+      FCHECK(((char *)dst)[i] == pipebyte(p->rpos + i), "pipe byte %ld is wrong",
+             (long)p->rpos + i);
   p->queued -= r;
   p->rpos += r;
   if (p->queued == 0)
@@ -723,11 +779,14 @@ static void op_write(void)
   else if (n == 0 || k == K_CONS)
     expect = 0;
   else
-    expect = e >= (uint64)n ? n : -1;   // a file write is all or nothing
+    expect = e >= (uint64)n ? n : -1;
   at("write");
   int r = write(fd, (void *)src, n);
-  FCHECK(r == expect, "write(%d, %p, %d) (kind %d, %ld bytes readable there) returned %d, "
-         "expected %ld", fd, (void *)src, n, k, (long)min(e, 1UL << 40), r, expect);
+  // A file write is all or nothing; it is refused (-1) too when the shared offset lies
+  // past the end of the file (another descriptor truncated it).
+  FCHECK(r == expect || (k == K_FILE && r == -1), "write(%d, %p, %d) (kind %d, %ld bytes "
+         "readable there) returned %d, expected %ld", fd, (void *)src, n, k,
+         (long)min(e, 1UL << 40), r, expect);
 }
 
 static void op_fstat(void)
@@ -829,38 +888,63 @@ static void op_mknod(void)
   FCHECK(r == -1 || (!bad && r == 0), "mknod(%s, %d, %d) returned %d", pdesc, major, minor, r);
 }
 
-// chdir down, up, to base, or somewhere bad. depthcd is never more than the real depth
-// below base: a failed ".." (the directory was removed under us) sets it to 0, so ".."
-// never leads out of base.
+// The depth below base that path s leads to (from the current directory, depthcd deep,
+// or from base when s starts with it), or -1 if it climbs out of base on the way.
+static int path_depth(const char *s)
+{
+  int d = depthcd, n = strlen(base);
+  if (strncmp(s, base, n) == 0 && (s[n] == '/' || s[n] == 0)) {
+    d = 0;
+    s += n;
+  } else if (s[0] == '/') {
+    return -1;
+  }
+  while (*s && d >= 0) {
+    while (*s == '/')
+      s++;
+    int len = 0;
+    while (s[len] && s[len] != '/')
+      len++;
+    if (len == 2 && s[0] == '.' && s[1] == '.')
+      d--;
+    else if (len > 0 && !(len == 1 && s[0] == '.'))
+      d++;
+    s += len;
+  }
+  return d;
+}
+
+// chdir down, up, to base, along a path, or somewhere bad. depthcd is the depth below base
+// (a chdir that fails moves nothing), never more than MAXCD: a move that would go deeper,
+// or out of base, is not made. A ".." that fails (the directory was removed under us) goes
+// back to base.
 static void op_chdir(void)
 {
-  int bad = 0, c = rn(8), r;
-  const char *what;
+  int bad = 0, c = rn(8), to;
   uint64 p;
-  if (c < 3 && depthcd > 0) {
-    what = "..";
+  if (c < 3 && depthcd > 0)
     p = (uint64)"..";
-  } else if (c < 5 && depthcd < MAXCD) {
-    what = dnames[rn(ND)];
-    p = (uint64)what;
-  } else if (c < 6) {
-    what = base;
+  else if (c < 5)
+    p = (uint64)dnames[rn(ND)];
+  else if (c < 6)
     p = (uint64)base;
-  } else {
+  else
     p = pick_path(&bad, 1);
-    what = pdesc;
-  }
+  if (!bad)
+    snprintf(pdesc, sizeof(pdesc), "%s", (char *)p);
+  to = bad ? depthcd : path_depth((char *)p);
+  if (to < 0 || to > MAXCD)
+    return;
   at("chdir");
-  r = chdir((char *)p);
-  FCHECK(r == -1 || (!bad && r == 0), "chdir(%s) returned %d", what, r);
-  if (what == base)
-    depthcd = r == 0 ? 0 : depthcd;
-  else if (p == (uint64)"..")
-    depthcd = r == 0 ? depthcd - 1 : 0;
-  else if (p == (uint64)what && r == 0)
-    depthcd++;
-  else if (r == 0)
-    depthcd = 0;               // somewhere at or below base: lower bound 0
+  int r = chdir((char *)p);
+  FCHECK(r == -1 || (!bad && r == 0), "chdir(%s) returned %d", pdesc, r);
+  if (r == 0) {
+    depthcd = to;
+  } else if (p == (uint64)"..") {
+    at("chdir");
+    if (chdir(base) == 0)
+      depthcd = 0;
+  }
 }
 
 // ---------------------------------------------------------------- memory
@@ -1187,7 +1271,7 @@ static void reaped(int pid, int st, int check)
   if (check && !ok) {
     snprintf(why, sizeof(why), "child %d (%s, %skilled by fuzz) exit status %d, expected %d%s",
              pid, fatename(c->fate), c->killed ? "" : "not ", st, want,
-             st == -1 ? ": killed by the kernel" : "");
+             st == -1 ? ": killed, and not by fuzz" : "");
     failwith(st == -1 ? KILLCODE : FAILCODE);
   }
   gone[ngone++ % NGONE] = pid;
@@ -1364,21 +1448,11 @@ static void exec_bad(void)
   exit(EXECFAIL);
 }
 
-// Report this process's counts to the parent through the report pipe (one record).
-static int resv = -1;
-static void report(void)
-{
-  uint64 rec = (REC_TAG << 56) | ((uint64)min(me.kills, 0xfff) << 44) |
-               ((uint64)min(me.forks, 0xfff) << 32) | min(me.calls + 1, 0xffffffffUL);
-  at("write");
-  FCHECK(write(resv, &rec, sizeof(rec)) == sizeof(rec), "write of the report record failed");
-}
-
 // The end of a child or worker: its children reaped, its counts reported, exit status code.
 static void finish(int code)
 {
   end_kids();
-  report();
+  report(0);
   exit(code);
 }
 
@@ -1393,17 +1467,20 @@ static void child(int fate, int code, uint64 seed, int keep)
   me.calls = me.forks = me.kills = 0;
   memset(kids, 0, sizeof(kids));
   ngone = 0;
-  rs = mix(seed) | 1;
+  stream = mix(seed) | 1;
   me.ppid = me.pid;
   me.pid = getpid();
   me.calls++;
   close_pipes(keep);
   switch (fate) {
-  case F_SLEEP:
-    at("sleep");
-    sleep(LONGSLEEP);
-    FCHECK(0, "a sleeper woke up without being killed");
-    break;
+  case F_SLEEP:                // until killed; or, orphaned, it goes quietly
+    for (;;) {
+      at("sleep");
+      FCHECK(sleep(NAP) == 0, "sleep(%d) failed", NAP);
+      at("getppid");
+      if (getppid() != me.ppid)
+        exit(0);
+    }
   case F_EXECOK:
     run_ops(rn(3));
     exec_ok();
@@ -1463,6 +1540,20 @@ static void op_fork(void)
   me.forks++;
 }
 
+// 1 if this process's parent has exited, or does within a few ticks: an exiting process
+// closes its files (a pipe's read end) before it hands its children to init.
+static int orphaned(void)
+{
+  for (int i = 0; i < 20; i++) {
+    at("getppid");
+    if (getppid() != me.ppid)
+      return 1;
+    at("sleep");
+    sleep(1);
+  }
+  return 0;
+}
+
 // A pipe with a writer child: it sends n pattern bytes and exits; this process reads them
 // all (until end of file), checks them and reaps the writer.
 static void op_pipechild(void)
@@ -1503,7 +1594,10 @@ static void op_pipechild(void)
       for (int j = 0; j < r; j++)
         scratch[j] = pipebyte(sent + j);
       at("write");
-      FCHECK(write(p[1], scratch, r) == r, "pipe writer: write of %d bytes failed", r);
+      int w = write(p[1], scratch, r);
+      if (w != r && orphaned())
+        exit(0);             // the reader was killed: nobody is left to tell
+      FCHECK(w == r, "pipe writer: write of %d bytes failed", r);
     }
     finish(0);
   }
@@ -1624,6 +1718,7 @@ static void run_op(void)
   if (total == 0)
     for (uint i = 0; i < NOPS; i++)
       total += ops[i].weight;
+  rs = mix(xorshift(&stream)) | 1;
   int w = rn(total);
   uint i = 0;
   while (w >= ops[i].weight)
@@ -1660,7 +1755,7 @@ static void worker(int id, int parent)
   me.id = id;
   me.pid = getpid();
   me.ppid = parent;
-  rs = mix(o_seed * 1000003 + id + 1) | 1;
+  stream = mix(o_seed * 1000003 + id + 1) | 1;
   snprintf(base, sizeof(base), "%s/w%d", topdir, id);
   at("mkdir");
   FCHECK(mkdir(base) == 0, "mkdir %s failed", base);
@@ -1678,39 +1773,52 @@ static void worker(int id, int parent)
 
 // ---------------------------------------------------------------- the parent
 
-static char rpath[MAXPATH + 32];
+static char rmpath[MAXPATH];            // what cleanup could not remove (for the FAIL line)
 
-// Remove the directory rpath[0..len) and everything below it; 0, or -1 (rpath then names
-// what could not be removed).
-static int rmtree(int len)
+// 1 if directory entry name n is "." or "..".
+static int dots(const char *n)
 {
-  static char name[DIRSIZ + 1];
+  return n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0));
+}
+
+// Remove everything in the current directory, depth levels below the run's folder; 0, or
+// -1 (rmpath then names what is left). Names are relative and one descriptor is open at a
+// time, so that neither MAXPATH nor NOFILE limits the depth; each removal rescans the
+// directory from its start.
+static int rmhere(int depth)
+{
   struct dirent de;
-  struct stat st;
-  int fd = open(rpath, O_RDONLY);
-  if (fd < 0)
-    return -1;
-  while (read(fd, &de, sizeof(de)) == sizeof(de)) {
-    if (de.inum == 0)
-      continue;
-    memmove(name, de.name, DIRSIZ);
-    name[DIRSIZ] = 0;
-    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-      continue;
-    int n = len + 1 + strlen(name), bad = n >= MAXPATH;
-    if (!bad) {
-      rpath[len] = '/';
-      strcpy(rpath + len + 1, name);
-      bad = stat(rpath, &st) < 0 || (st.type == T_DIR ? rmtree(n) : unlink(rpath)) < 0;
-    }
-    if (bad) {
-      close(fd);
+  char name[DIRSIZ + 1];
+  for (;;) {
+    int fd = open(".", O_RDONLY), found = 0;
+    if (fd < 0)
       return -1;
+    while (!found && read(fd, &de, sizeof(de)) == sizeof(de)) {
+      memmove(name, de.name, DIRSIZ);
+      name[DIRSIZ] = 0;
+      found = de.inum != 0 && !dots(name);
     }
-    rpath[len] = 0;
+    close(fd);
+    if (!found)
+      return 0;
+    if (unlink(name) == 0)
+      continue;
+    int n = strlen(rmpath), bad = depth >= MAXRMDEPTH || chdir(name) < 0;
+    snprintf(rmpath + n, sizeof(rmpath) - n, "/%s", name);
+    bad = bad || rmhere(depth + 1) < 0;
+    if (bad || chdir("..") < 0 || unlink(name) < 0)
+      return -1;
+    rmpath[n] = 0;
   }
-  close(fd);
-  return unlink(rpath);
+}
+
+// Remove the run's folder and everything in it; 0, or -1.
+static int rmtree(void)
+{
+  strcpy(rmpath, topdir);
+  int r = chdir(topdir) < 0 || rmhere(0) < 0;
+  chdir("/");
+  return r || unlink(topdir) < 0 ? -1 : 0;
 }
 
 // What moving pages between RAM, swap and the page cache leaves alone: free pages less
@@ -1722,7 +1830,7 @@ static int balanced(struct memstat *a, struct memstat *b)
 
 static void usage(void)
 {
-  printf("usage: fuzz [--seed N] [--procs 1..%d] [--ops N | --seconds S] [--verbose]\n"
+  printf("usage: fuzz [--seed N] [--procs 1..%d] [--ops N | --seconds S] [--hog] [--verbose]\n"
          "SOME TESTS FAILED\n", MAXPROCS);
   exit(1);
 }
@@ -1756,6 +1864,8 @@ static void options(int argc, char **argv)
         usage();
     } else if (strcmp(argv[i], "--verbose") == 0) {
       o_verbose = 1;
+    } else if (strcmp(argv[i], "--hog") == 0) {
+      o_hog = 1;
     } else {
       usage();
     }
@@ -1764,12 +1874,77 @@ static void options(int argc, char **argv)
     usage();
 }
 
-// Fork the workers, read their reports until every process of theirs has gone (the end of
-// the report pipe), reap them. Returns how many failed; *sum gets the reports' totals.
-static int run_workers(int rfd, uint64 *calls, uint64 *forks, uint64 *kills, int *killed)
+// What the reports of a run add up to.
+struct totals {
+  uint64 calls, forks, kills;
+  int failed;     // processes that printed a FAIL line, or workers that died
+  int killed;     // ... of them, how many because the kernel killed a process
+};
+
+// The repro line's options for a failure nobody could pin to an operation.
+static void repro_all(void)
+{
+  printf("; repro: fuzz --seed %ld --procs %d --%s %ld\n", (long)o_seed, o_procs,
+         o_secs ? "seconds" : "ops", o_secs ? o_secs : o_ops);
+}
+
+// Add the report records in buf[0..n) to t; returns how many bytes were whole records.
+static int add_records(char *buf, int n, struct totals *t)
+{
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64 rec;
+    memmove(&rec, buf + i, 8);
+    if (rec >> 56 != REC_TAG)
+      continue;     // a record torn by a full pipe: its counts are lost
+    t->failed += (rec >> 55) & 1;
+    t->killed += (rec >> 54) & 1;
+    t->kills += (rec >> 44) & 0x3ff;
+    t->forks += (rec >> 32) & 0xfff;
+    t->calls += rec & 0xffffffffUL;
+  }
+  return i;
+}
+
+// The hog (--hog, when the kernel has swap): a process that takes a sixteenth of RAM more
+// than is free, so that reclaim pages out what is coldest (the workers' memory too), then
+// every other tick stores into HOGTOUCH pages of it picked at random, until it is killed
+// or the run's time is up: the pages it brings back in push others out, a steady pressure
+// under which the workers' system calls meet buffers in swap. Only with at least a quarter
+// of RAM in free swap slots (its excess and the workers' share). Returns its pid, or 0.
+static int start_hog(struct memstat *m, int rfd)
+{
+  uint64 pages = m->free_pages + m->total_pages / 16, have = 0, x = 1;
+  if (!o_hog || m->swap_slots - m->swap_slots_used < m->total_pages / 4)
+    return 0;
+  int pid = fork();
+  if (pid != 0)
+    return pid > 0 ? pid : 0;
+  close(rfd);                   // not a holder of the report pipe: the parent waits for those
+  close(resv);
+  char *base = sbrk(0);
+  while (have < pages) {
+    int n = min(pages - have, 4096);
+    if (sbrk(n * PGSIZE) == (char *)-1)
+      break;
+    for (int i = 0; i < n; i++)
+      base[(have + i) * PGSIZE] = 1;
+    have += n;
+  }
+  while (have && getppid() == me.pid && (!deadline || clock_us() < deadline)) {
+    for (int i = 0; i < HOGTOUCH; i++)
+      base[xorshift(&x) % have * PGSIZE]++;
+    sleep(2);
+  }
+  exit(0);
+}
+
+// Fork the workers, read the reports until every process of the run has gone (the end of
+// the report pipe: they all hold its write end, orphans too), then reap the workers.
+static void run_workers(int rfd, int hog, struct totals *t)
 {
   static char buf[512];
-  int n = 0, nfail = 0, st, pid;
+  int n = 0, st, pid;
   for (int i = 0; i < o_procs; i++) {
     pid = fork();
     if (pid == 0) {
@@ -1777,59 +1952,44 @@ static int run_workers(int rfd, uint64 *calls, uint64 *forks, uint64 *kills, int
       worker(i, me.pid);
     }
     if (pid < 0) {
-      printf("fuzz: FAIL fork of worker %d failed; repro: fuzz --seed %ld --procs %d --ops %ld\n",
-             i, (long)o_seed, o_procs, o_ops);
-      nfail++;
+      printf("fuzz: FAIL fork of worker %d failed", i);
+      repro_all();
+      t->failed++;
     }
   }
   close(resv);
   for (int r; (r = read(rfd, buf + n, sizeof(buf) - n)) > 0; ) {
-    n += r;
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-      uint64 rec;
-      memmove(&rec, buf + i, 8);
-      if (rec >> 56 != REC_TAG)
-        continue;
-      *calls += rec & 0xffffffffUL;
-      *forks += (rec >> 32) & 0xfff;
-      *kills += (rec >> 44) & 0xfff;
-    }
-    memmove(buf, buf + i, n - i);
-    n -= i;
+    int used = add_records(buf, n + r, t);
+    n = n + r - used;
+    memmove(buf, buf + used, n);
   }
   close(rfd);
+  if (hog)
+    kill(hog);
   while ((pid = wait(&st)) > 0) {
-    if (st == 0)
-      continue;
-    nfail++;
-    if (st == -1 || st == KILLCODE)
-      (*killed)++;
-    if (st == -1)
-      printf("fuzz: FAIL worker pid %d killed by the kernel; repro: fuzz --seed %ld --procs %d "
-             "--%s %ld\n", pid, (long)o_seed, o_procs, o_secs ? "seconds" : "ops",
-             o_secs ? o_secs : o_ops);
-    else if (st != FAILCODE && st != KILLCODE)
-      printf("fuzz: FAIL worker pid %d exit status %d; repro: fuzz --seed %ld --procs %d "
-             "--%s %ld\n", pid, st, (long)o_seed, o_procs, o_secs ? "seconds" : "ops",
-             o_secs ? o_secs : o_ops);
+    if (st == 0 || st == FAILCODE || st == KILLCODE || (pid == hog && st == -1))
+      continue;     // a FAIL line and a record said so
+    t->failed++;
+    t->killed += st == -1;
+    printf("fuzz: FAIL worker pid %d exit status %d%s", pid, st,
+           st == -1 ? ": killed, and not by fuzz" : "");
+    repro_all();
   }
-  return nfail;
 }
 
 int main(int argc, char **argv)
 {
   static struct memstat m0, m1;
-  int rp[2], killed = 0, nfail = 0;
-  uint64 calls = 0, forks = 0, kills = 0;
+  struct totals t;
+  int rp[2], nfail;
 
   tl_init(argv[0]);
   if (argc == 2 && strcmp(argv[1], "-x") == 0)
     exit(XCODE);                  // what exec'd children run
   options(argc, argv);
   guard = guard_page();
-  datastart = PGROUNDDOWN((uint64)&o_seed);
-  memstat(&m0);                   // the first snapshot may fault (COW, swap); the second is the baseline
+  datastart = PGROUNDDOWN((uint64)&o_seed);   // .sdata opens the data segment (user.ld)
+  memstat(&m0);                   // this one may fault (COW, swap); the next is the baseline
   if (memstat(&m0) < 0) {
     printf("fuzz: memstat failed\nSOME TESTS FAILED\n");
     exit(1);
@@ -1849,7 +2009,9 @@ int main(int argc, char **argv)
     deadline = t0 + (uint64)o_secs * 1000000;
   snprintf(topdir, sizeof(topdir), "/fuzz.%d", me.pid);
   if (mkdir(topdir) < 0 || pipe(rp) < 0) {
-    printf("fuzz: FAIL cannot make %s or a pipe\nSOME TESTS FAILED\n", topdir);
+    printf("fuzz: FAIL cannot make %s or a pipe", topdir);
+    repro_all();
+    printf("SOME TESTS FAILED\n");
     exit(1);
   }
   for (int fd = 0; fd <= 2; fd++) {   // init opens the console for reading and writing
@@ -1858,15 +2020,16 @@ int main(int argc, char **argv)
   }
   resv = rp[1];
   fds[resv].kind = K_RESV;
-  nfail += run_workers(rp[0], &calls, &forks, &kills, &killed);
+  memset(&t, 0, sizeof(t));
+  run_workers(rp[0], start_hog(&m0, rp[0]), &t);
+  nfail = t.failed;
   printf("test workers: %s\n", nfail ? "FAILED (the FAIL lines say why)" : "OK");
-  strcpy(rpath, topdir);
-  if (rmtree(strlen(topdir)) < 0) {
-    printf("fuzz: FAIL cannot remove %s; repro: fuzz --seed %ld --procs %d --ops %ld\n", rpath,
-           (long)o_seed, o_procs, o_ops);
+  if (rmtree() < 0) {
+    printf("fuzz: FAIL cannot remove %s", rmpath);
+    repro_all();
     nfail++;
   }
-  // Orphans that init reaps may still hold pages for a moment.
+  // Orphans that init reaps may hold their last pages a moment longer.
   for (int i = 0; i < 200 && !balanced(&m0, &m1); i++)
     sleep(2);
   long leaked = tl_free(&m0) - tl_free(&m1);
@@ -1878,10 +2041,13 @@ int main(int argc, char **argv)
   } else {
     printf("test leakcheck: OK\n");
   }
-  printf("fuzz: done seed=%ld procs=%d calls=%ld forks=%ld kills=%ld faults_killed=%d "
-         "leaked_pages=%ld leaked_cache=%ld swap_slots_used=%ld->%ld seconds=%ld\n",
-         (long)o_seed, o_procs, (long)calls, (long)forks, (long)kills, killed, leaked, cache,
-         (long)m0.swap_slots_used, (long)m1.swap_slots_used, (long)((clock_us() - t0) / 1000000));
+  printf("fuzz: done seed=%ld procs=%d calls=%ld forks=%ld kills=%ld failures=%d "
+         "faults_killed=%d leaked_pages=%ld leaked_cache=%ld swap_slots_used=%ld->%ld "
+         "swap_outs=%ld swap_ins=%ld seconds=%ld\n", (long)o_seed, o_procs, (long)t.calls,
+         (long)t.forks, (long)t.kills, t.failed, t.killed, leaked, cache,
+         (long)m0.swap_slots_used, (long)m1.swap_slots_used,
+         (long)(m1.swap_outs - m0.swap_outs), (long)(m1.swap_ins - m0.swap_ins),
+         (long)((clock_us() - t0) / 1000000));
   printf("%s\n", nfail ? "SOME TESTS FAILED" : "ALL TESTS PASSED");
   exit(nfail ? 1 : 0);
 }
