@@ -9,7 +9,6 @@ struct spinlock;
 struct sleeplock;
 struct stat;
 struct superblock;
-struct pageout;
 struct memstat;
 
 // bio.c
@@ -178,7 +177,7 @@ void            uartputc_sync(int);
 int             uartgetc(void);
 void            uartrxpause(int);
 
-// vm.c -- page tables, and the one place where LAZY_ALLOC and COW_ALLOC policies live
+// vm.c -- page tables and user address spaces (see vm.c)
 void            kvminit(void);
 void            kvminithart(void);
 void            kvmmap(pagetable_t, uint64, uint64, uint64, int);
@@ -186,6 +185,7 @@ int             mappages(pagetable_t, uint64, uint64, uint64, int);
 int             mappagelist(pagetable_t, uint64 va, char **pas, int n, int perm); // pages mapped
 pte_t *         walk(pagetable_t, uint64, int);
 uint64          walkaddr(pagetable_t, uint64);
+uint64          nextregion(pagetable_t, uint64 va);  // past va's hole or level-0 table
 pagetable_t     uvmcreate(void);
 uint64          uvmalloc(pagetable_t, uint64 oldsz, uint64 newsz, int xperm); // always eager
 uint64          uvmdealloc(pagetable_t, uint64 oldsz, uint64 newsz);         // skips unmapped holes
@@ -194,24 +194,24 @@ void            uvmfree(pagetable_t, uint64 sz);
 void            uvmunmap(pagetable_t, uint64 va, uint64 npages, int do_free); // skips holes
 void            uvmclear(pagetable_t, uint64 va);
 int             growproc(struct proc *, int n);  // sbrk, caller holds p->vmlock: eager or lazy growth by policy; -1 on failure
-// vmfault: resolve a user page fault (lazy heap page or COW store) of process p at va.
-// Returns 0 when the access can be retried, -1 when p must be killed.
-int             vmfault(struct proc *p, uint64 va, int is_store);
 void            vmstat(struct proc *p, struct memstat *ms);  // fill the memstat snapshot
-uint64          uvmpageout(pagetable_t, uint64 va, int maxscan, struct pageout *, int nout,
-                           int *n, int *nscan);  // reclaim's clock over one page table
-int             vmreserve(uint64 npages);  // reclaim until npages are free above the low mark
 uint64          uvmforkpages(struct proc *p);  // pages a fork of p will allocate
 uint64          uvmanonpages(pagetable_t);     // resident anonymous user pages
-
-// oom.c
-void            oominit(void);
-int             oomkill(struct proc *p);       // kill the largest other process for p's fault
 int             copyout(pagetable_t, uint64 dstva, char *src, uint64 len);
 int             copyin(pagetable_t, char *dst, uint64 srcva, uint64 len);
 int             copyinstr(pagetable_t, char *dst, uint64 srcva, uint64 max);
 int             uprefault(uint64 va, uint64 len, int is_store);
 int             copypresent(uint64 uva, char *kva, uint64 len, int to_user);
+
+// fault.c -- page faults, where LAZY_ALLOC and COW_ALLOC pick their policy (see fault.c)
+// vmfault: resolve a user page fault (lazy heap page or COW store) of process p at va.
+// Returns 0 when the access can be retried, -1 when p must be killed.
+int             vmfault(struct proc *p, uint64 va, int is_store);
+int             resolve(struct proc *p, uint64 va, int is_store, int can_sleep); // one try
+
+// oom.c -- the OOM killer, and the fault path's tries around it and reclaim
+void            oominit(void);
+int             oomretry(struct proc *p, uint64 va, int is_store); // vmfault's tries, vmlock held
 
 // pagecache.c -- file pages that are mapped, one copy each (see pagecache.c)
 void            pagecacheinit(void);
@@ -236,6 +236,7 @@ void            swap_dup(uint64 slot);   // one more reference (fork)
 void            swap_put(uint64 slot);   // one reference fewer; the last frees the slot
 void            swap_read(uint64 slot, char **pa, int n);  // n slots from slot; sleeps
 int             reclaim(int want);       // page out up to want pages; sleeps
+int             vmreserve(uint64 npages);  // reclaim until npages are free above the low mark
 uint64          swap_low(void);          // the free-page low watermark
 uint64          swap_free_slots(void);
 void            swapstat(struct memstat *);

@@ -41,7 +41,7 @@ struct freepage {
 // kmem.lock protects every field of kmem, and every element of refs[].
 // One lock for both keeps "count reaches 0" and "page goes on the free list" atomic,
 // and makes a krefcount() that reads 1 happen after the kfree() that dropped the
-// count to 1 (vm.c's COW fault relies on that ordering; see cowfault()).
+// count to 1 (fault.c's COW fault relies on that ordering; see cowfault()).
 static struct {
   struct spinlock lock;
   struct freepage *freelist; // freed pages
@@ -192,7 +192,7 @@ krefinc_pages(char **pas, int n)
 
 // Contract: the number of references to page pa now (0 if it is free). The answer
 // can change as soon as the lock is dropped, except where the caller's own
-// reference pins it: see vm.c's cowfault() for the one decision made on it.
+// reference pins it: see fault.c's cowfault() for the one decision made on it.
 int
 krefcount(void *pa)
 {
@@ -206,7 +206,7 @@ krefcount(void *pa)
 }
 
 // Contract: 1 if the allocated page pa has exactly one reference, read without kmem.lock:
-// reclaim's test (vm.c's uvmpageout) on every page it passes, where a lock per page
+// reclaim's test (swap.c's uvmpageout) on every page it passes, where a lock per page
 // would cost more than the rest of the scan. Sound only where the caller's own reference
 // pins the page and no new reference can appear meanwhile: reclaim holds the owner's
 // vmlock (no fork of that table) and skips file pages (the page cache's), so a count

@@ -33,8 +33,8 @@
 //               [free_tree]; runs of logged blocks, no operation open [commit].
 //             hand.lock (swap.c)
 //                 the clock hand: one reclaimer at a time, held across swap-disk
-//                 writes [fork, growproc, vmfault -> reclaim; under the log and
-//                 ip->lock: exec -> loadsegs -> uvmalloc]. Reclaim takes no inode,
+//                 writes [fork, growproc, vmfault -> oomretry -> reclaim; under the log
+//                 and ip->lock: exec -> loadsegs -> uvmalloc]. Reclaim takes no inode,
 //                 buffer or log lock, so that is safe.
 //               oomlock (oom.c)
 //                   one OOM killer at a time. Polled, never waited for ("oomlock");
@@ -84,8 +84,8 @@
 // or OOM lock. So a process may wait for its own vmlock under whatever a copy holds when
 // it faults (the log or ip->lock: readi, writei, and argstr inside begin_op), the
 // reverse of exit's order, and still no cycle forms: the only others who hold it wait
-// for none of those. vmfault lets go of its own around oomkill(), so that the killer
-// can size the faulter.
+// for none of those. A faulter lets go of its own around oomkill() (oomretry, oom.c), so
+// that the killer can size it.
 //
 // Faults in copyin/copyout. A copy to or from user memory may fault (userpte ->
 // vmfault), and the fault may sleep and take the caller's vmlock, hand.lock, oomlock

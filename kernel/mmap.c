@@ -7,8 +7,8 @@
 //                (vmfault -> mmapfault) and sets PTE_W, which from then on means "may be
 //                dirty": removing the page writes it back to the file (writeback()).
 //   MAP_PRIVATE  the cached page, read-only, with PTE_COW if PROT_WRITE: the first store
-//                copies it through vm.c's cowfault(), as for a COW fork page.
-// Policy, as in vm.c: LAZY_ALLOC=1 maps each page on its first touch (vmfault calls
+//                copies it through fault.c's cowfault(), as for a COW fork page.
+// Policy, as in fault.c: LAZY_ALLOC=1 maps each page on its first touch (vmfault calls
 // mmapfault); LAZY_ALLOC=0 maps the whole region in sys_mmap. In both, a clean page that
 // reclaim dropped (swap.c) is mapped again on its next touch.
 //

@@ -11,6 +11,10 @@
 // as before, with usertrap's line. The victim's line has the same `usertrap: pid N (name)
 // killed:` start, so whoever counts the processes killed for memory counts it too.
 //
+// oomretry() is where the fault path (vmfault, fault.c) comes when a fault finds no page:
+// it reclaims and tries the fault again while reclaim frees something, and only then kills
+// (oomkill) and tries again.
+//
 // Locks: oomlock (a sleeplock: its holder sleeps while its victim exits) lets one faulter
 // at a time choose and kill, so that two faulters never kill for the same shortage; the
 // next one first looks whether that victim's pages are enough. It is taken with
@@ -27,6 +31,7 @@
 #include "kernel/spinlock.h"
 #include "kernel/sleeplock.h"
 #include "kernel/proc.h"
+#include "kernel/swap.h"
 #include "kernel/defs.h"
 
 #define OOM_WAIT_TICKS 100   // how long a faulter waits for its victim to have exited
@@ -104,7 +109,7 @@ largest(struct proc *p, int *busy)
   struct proc *victim = 0;
 
   if(holdingsleep(&p->vmlock))
-    panic("largest: vmlock held");   // vmfault lets go of it around oomkill
+    panic("largest: vmlock held");   // oomretry lets go of it around oomkill
   acquiresleep(&p->vmlock);
   uint64 most = uvmanonpages(p->pagetable);
   releasesleep(&p->vmlock);
@@ -149,8 +154,8 @@ killfor(struct proc *p, struct proc *victim)
 // may try the fault again). 0 if p is the largest, or p was killed, or the victim did not
 // exit in time: p dies for memory. A candidate busy in its own page table is sized again
 // a tick later (for at most OOM_WAIT_TICKS) before p is judged the largest. Caller is p,
-// holding no spinlock and not its own vmlock (vmfault lets go of it).
-int
+// holding no spinlock and not its own vmlock (oomretry lets go of it).
+static int
 oomkill(struct proc *p)
 {
   if(holding_spinlocks())
@@ -178,4 +183,37 @@ oomkill(struct proc *p)
   }
   releasesleep(&oomlock);
   return ok;
+}
+
+// Contract: vmfault's tries at the fault of p (the caller) at page-aligned va: resolve()
+// (fault.c) it, and while free pages are below the low watermark and it fails, reclaim
+// (swap.c) and try again as long as reclaim frees something. If it still fails for want
+// of a page (p->nomem), call the OOM killer and try again after each victim has exited.
+// Returns resolve()'s last answer: 0, or -1 (a bad address, or p dies for memory). Caller
+// holds p->vmlock (panics otherwise) and no spinlock; p's vmlock is let go of around each
+// oomkill(), so p's page table may have changed when resolve() runs again.
+int
+oomretry(struct proc *p, uint64 va, int is_store)
+{
+  if(!holdingsleep(&p->vmlock))
+    panic("oomretry: vmlock");
+  int r;
+  p->nomem = 0;
+  while((r = resolve(p, va, is_store, 1)) != 0 && kfreepages() < swap_low() &&
+        reclaim(RECLAIM_BATCH) > 0)
+    p->nomem = 0;
+  // Out of memory, swap included: the largest process dies instead of p if p is not it
+  // (each round frees pages or kills one more process: NPROC rounds at most). p lets go
+  // of its vmlock while it waits there, so that the killer can size p (largest), and so
+  // that many faulters waiting at once stay candidates for each other.
+  for(int round = 0; r != 0 && p->nomem && round < NPROC; round++){
+    releasesleep(&p->vmlock);
+    int retry = oomkill(p);
+    acquiresleep(&p->vmlock);
+    if(!retry)
+      break;
+    p->nomem = 0;
+    r = resolve(p, va, is_store, 1);
+  }
+  return r;
 }

@@ -14,7 +14,7 @@
 // sets it on every access) loses the bit; one still clear when the hand comes round again
 // was not touched for a whole turn and goes: a clean file page is dropped (it comes back
 // from the page cache or the file, at no write), an anonymous page that p's PTE alone
-// maps is paged out (see uvmpageout in vm.c for the pages it leaves alone, and why).
+// maps is paged out (see uvmpageout below for the pages it leaves alone, and why).
 //
 // Why paging out another process's page is safe (vm.c's "only the owner changes its
 // page table" gains this one exception):
@@ -34,8 +34,8 @@
 // protects the hand. Their order with the other locks: kernel/locks.h.
 //
 // The `// LAB swap:` comments mark what the swap lab's students write (the slot table
-// here; the page-out choice, the page-in and fork's share of a slot in vm.c); their
-// starter tree has the stub instead (docs/lab.md).
+// and the page-out choice here, the page-in in fault.c, fork's share of a slot in vm.c);
+// their starter tree has the stub instead (docs/lab.md).
 #include "kernel/types.h"
 #include "kernel/param.h"
 #include "kernel/memlayout.h"
@@ -186,6 +186,67 @@ swap_read(uint64 s, char **pa, int n)
   release(&swap.lock);
 }
 
+// Contract: one step of reclaim's clock (below) over the user leaves of pagetable, from
+// page-aligned va up to TRAPFRAME, one level-0 table at a time. It looks at up to
+// maxscan PTEs (holes and paged-out ones included) or until nout pages are chosen. A
+// resident user page (PTE_V|PTE_U) with PTE_A set loses it (its second chance). One with
+// PTE_A clear goes if it is
+//   - a clean file page (PTE_FILE without PTE_W: not stored to through MAP_SHARED):
+//     dropped, its PTE a hole again, which vmfault maps again from the page cache; or
+//   - anonymous, with this PTE its only reference (a page shared by COW fork stays: the
+//     other PTEs that map it cannot be found from the page, and paging out one of them
+//     would free nothing), and a swap slot is free: paged out, its PTE naming the slot.
+// out[] gets the page (the PTE's reference, now the caller's), the slot (NOSLOT for a
+// dropped file page) and va. *n = pages chosen, *nscan = PTEs seen (a region without a
+// table counts as one). Returns where to go on, or 0 once past the end.
+// Caller: visit(), holding the owner's vmlock and p->lock, the owner not running
+// elsewhere; it flushes the TLB.
+static uint64
+uvmpageout(pagetable_t pagetable, uint64 va, int maxscan, struct pageout *out, int nout,
+           int *n, int *nscan)
+{
+  *n = 0;
+  *nscan = 0;
+  while(va < TRAPFRAME){
+    uint64 end = nextregion(pagetable, va);
+    pte_t *pte = walk(pagetable, va, 0);
+    if(pte == 0){
+      (*nscan)++;
+      va = end;
+      continue;
+    }
+    for(; va < end && va < TRAPFRAME; va += PGSIZE, pte++){
+      if(*nscan >= maxscan || *n >= nout)
+        return va;
+      (*nscan)++;
+      // LAB swap: begin the clock's choice for this PTE: second chance, drop or page out
+      if((*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
+        continue;
+      uint64 pa = PTE2PA(*pte);
+      if(*pte & PTE_A){
+        *pte &= ~PTE_A;
+      } else if((*pte & (PTE_FILE | PTE_W)) == PTE_FILE){
+        out[*n].pa = (char *)pa;
+        out[*n].slot = NOSLOT;
+        out[*n].va = va;
+        (*n)++;
+        *pte = 0;
+      } else if((*pte & PTE_FILE) == 0 && ksoleref((void *)pa)){
+        long slot = swap_alloc();
+        if(slot < 0)
+          return va;
+        out[*n].pa = (char *)pa;
+        out[*n].slot = slot;
+        out[*n].va = va;
+        (*n)++;
+        *pte = SLOT2PTE(slot) | (PTE_FLAGS(*pte) & ~(PTE_V | PTE_A | PTE_D)) | PTE_SWAPPED;
+      }
+      // LAB swap: end
+    }
+  }
+  return 0;
+}
+
 // Contract: write each anonymous out[i].pa to its slot; then give back every page's
 // reference (the one its PTE owned), and for a dropped file page of q let the page cache
 // free the page if no other PTE maps it. Pages bound for consecutive slots go in one
@@ -282,8 +343,25 @@ reclaim(int want)
   return got;
 }
 
+// Contract: make sure npages pages are free and the low watermark's worth more, paging
+// out (reclaim) as needed; once below, it frees a batch more than that, so that the next
+// callers find pages without reclaiming each time. Returns 0, or -1 if fewer than npages
+// are free even after reclaim gave all it could. Without swap it only looks. May sleep:
+// the caller holds no spinlock and no pointer into user memory that reclaim could take
+// (if it holds its own vmlock, its own pages may go).
+int
+vmreserve(uint64 npages)
+{
+  if(kfreepages() >= npages + swap_low())
+    return 0;
+  while(kfreepages() < npages + swap_low() + RECLAIM_BATCH)
+    if(reclaim(RECLAIM_BATCH) == 0)
+      return kfreepages() >= npages ? 0 : -1;
+  return 0;
+}
+
 // Contract: the low watermark: vmfault and the other places that are about to use pages
-// reclaim while free pages are below it (vm.c's vmreserve).
+// reclaim while free pages are below it (vmreserve, above).
 uint64
 swap_low(void)
 {

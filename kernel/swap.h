@@ -1,4 +1,5 @@
-// Swap (swap.c): what reclaim and the page-table code (vm.c) hand each other.
+// Swap (swap.c): the page reclaim takes away, and the sizes reclaim and the fault path
+// (fault.c) share.
 
 // One page reclaim is taking away: its physical page (the reference that the PTE owned,
 // now the reclaimer's), and either the swap slot its PTE now names (an anonymous page,
@@ -14,4 +15,4 @@ struct pageout {
 
 #define SWAPDEV 1         // the virtio disk that holds swap (virtio_disk.c)
 #define RECLAIM_BATCH 32  // pages one reclaim() call tries to free; also its write batch
-#define SWAP_CLUSTER 32   // most pages one page-in reads (vm.c's swapfault read-ahead)
+#define SWAP_CLUSTER 32   // most pages one page-in reads (fault.c's swapfault read-ahead)

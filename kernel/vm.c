@@ -1,22 +1,10 @@
 // Page tables: the kernel's, and each process's user address space.
 //
-// This file is the one place where the two memory policies live:
-//
-//   LAZY_ALLOC  growproc()  1: sbrk(n>0) only raises p->sz     0: maps every page now
-//               vmfault()   1: maps a zeroed heap page on first touch (lazyfault)
-//   COW_ALLOC   uvmcopy()   1: fork shares pages (share_pte)   0: copies them (copy_pte)
-//               vmfault()   1: a store to a PTE_COW page copies or takes it (cowfault)
-//   both        userpte()   copyin/copyout/copyinstr fault pages in through vmfault()
-//   LAZY_ALLOC  mmap (mmap.c) 1: a file page is mapped on first touch (mmapfault)
-//                             0: sys_mmap maps every page of the region at once
-//   neither     file pages  fork gives the child the same page-cache pages (PTE_FILE) in
-//                           every configuration; a MAP_PRIVATE page is PTE_COW and its
-//                           first store copies it through cowfault(), also with COW_ALLOC=0
-//   neither     swap        with a swap disk, reclaim (swap.c) pages out anonymous pages
-//                           and drops clean file pages when free pages run low
-//                           (uvmpageout); vmfault reads the first back (swapfault) and
-//                           maps the second again (mmapfault), in both policies; fork
-//                           shares the slot of a paged-out page
+// The two memory policies, LAZY_ALLOC and COW_ALLOC, are described with the fault path
+// (the table at the top of fault.c). Three of their choke points are here, because they
+// are operations on an address space: growproc() (sbrk grows eagerly or lazily),
+// uvmcopy() (fork copies or shares: copy_pte or share_pte) and userpte() (copyin, copyout
+// and copyinstr fault pages in through vmfault(), as user code would).
 //
 // Everything else (walk, mappages, uvmunmap, uvmfree, ...) is the same mechanism for all
 // four configurations: it skips unmapped holes (a lazy heap has them, and fork copies
@@ -30,9 +18,10 @@
 //   - Every valid user leaf PTE owns one reference to its physical page.
 //   - PTE_COW (an RSW bit) is set only on leaf PTEs with PTE_W clear. It means
 //     "writable in spirit": the page may be shared with other page tables, and the
-//     first store must go through cowfault(), which gives this PTE a private writable
-//     page. A read-only page (text) never gets PTE_COW and stays read-only forever.
-//     Besides COW fork, MAP_PRIVATE file pages carry it (mmap.c), in every configuration.
+//     first store must go through cowfault() (fault.c), which gives this PTE a private
+//     writable page. A read-only page (text) never gets PTE_COW and stays read-only
+//     forever. Besides COW fork, MAP_PRIVATE file pages carry it (mmap.c), in every
+//     configuration.
 //   - PTE_FILE (the other RSW bit) means "this PTE maps a page-cache page" (pagecache.c):
 //     the page belongs to the file, and fork shares it whatever COW_ALLOC says. Without
 //     PTE_W it is either private (and PTE_COW if the region is writable) or a MAP_SHARED
@@ -46,9 +35,9 @@
 //     (its own system calls and faults, on one hart at a time); exec and exit change
 //     tables nobody else can see. The one exception is reclaim, which pages out the
 //     pages of a process only while it is not running (swap.c). So every operation here
-//     that may sleep or be preempted between reading a PTE and using it runs under the
-//     owner's vmlock (kernel/locks.h), and copyuser() uses a user page with interrupts
-//     off.
+//     or in the fault path (fault.c) that may sleep or be preempted between reading a PTE
+//     and using it runs under the owner's vmlock (kernel/locks.h), and copyuser() uses a
+//     user page with interrupts off.
 #include "kernel/types.h"
 #include "kernel/param.h"
 #include "kernel/memlayout.h"
@@ -56,22 +45,12 @@
 #include "kernel/spinlock.h"
 #include "kernel/proc.h"
 #include "kernel/memstat.h"
-#include "kernel/swap.h"
 #include "kernel/defs.h"
 
 pagetable_t kernel_pagetable;  // the kernel's page table; every hart runs on it in the kernel
 
 extern char etext[];       // end of kernel text (kernel.ld)
 extern char trampoline[];  // trampoline.S: trap entry and exit, mapped at TRAMPOLINE
-
-// Forget this hart's cached translation for va (after a PTE for va changed).
-// Other harts need no flush: a process runs on one hart at a time, and the
-// trampoline flushes the TLB whenever it switches to a user page table.
-static inline void
-flushva(uint64 va)
-{
-  asm volatile("sfence.vma %0, zero" : : "r"(va) : "memory");
-}
 
 // ---------------------------------------------------------------- the kernel's page table
 
@@ -250,7 +229,7 @@ uvmcreate(void)
 // with va's level-0 table): the end of va's 1 GiB region if that has no level-1
 // table, else the end of va's 2 MiB region (one level-0 table's reach). Everything
 // skipped is unmapped (or already visited), so holes cost one step per table.
-static uint64
+uint64
 nextregion(pagetable_t pagetable, uint64 va)
 {
   int level = (pagetable[PX(2, va)] & PTE_V) ? 1 : 2;
@@ -494,7 +473,7 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 lo, uint64 hi)
   return 0;
 }
 
-// ---------------------------------------------------------------- sbrk and page faults
+// ---------------------------------------------------------------- sbrk
 
 // Contract: sbrk's policy. Grow (n > 0) or shrink (n < 0) the memory of p, the calling process,
 // by n bytes; returns 0, or -1 with nothing changed.
@@ -539,276 +518,6 @@ growproc(struct proc *p, int n)
     sfence_vma();
   }
   p->sz = newsz;
-  return 0;
-}
-
-
-// LAZY_ALLOC=1. Contract: map a zeroed, writable user page at page-aligned va, which is
-// in p's heap and unmapped. Returns 0, or -1 if out of memory.
-static int
-lazyfault(struct proc *p, uint64 va)
-{
-  // LAB lazy: begin
-  char *mem = kalloc();
-  if(mem == 0)
-    return -1;
-  memset(mem, 0, PGSIZE);
-  if(mappages(p->pagetable, va, PGSIZE, (uint64)mem, PTE_R | PTE_W | PTE_U) != 0){
-    kfree(mem);
-    return -1;
-  }
-  flushva(va);
-  p->lazy_faults++;
-  return 0;
-  // LAB lazy: stub
-  // return -1;
-  // LAB lazy: end
-}
-
-// COW_ALLOC=1. Contract: a store hit the COW page that *pte (p's PTE for va) maps; give
-// that PTE a private writable page. Returns 0, or -1 if out of memory (PTE unchanged).
-// Also the store path of a MAP_PRIVATE file page (PTE_COW|PTE_FILE, any COW_ALLOC): the
-// page cache holds a reference of its own, so such a page always has refcount >= 2 and
-// is copied; the copy is anonymous memory and loses PTE_FILE.
-//
-// Why "refcount == 1 -> reuse" is safe without holding kmem.lock across the decision:
-// our PTE owns one of the references, so a count of 1 means no other PTE maps the page.
-// A new reference could only come from fork() copying a table that maps the page, and
-// the only such table is p's own, changed only by p's thread, which is here. So the
-// count stays 1 until we are done. In the copy branch the count may fall meanwhile
-// (others exit or copy); then our copy was merely unnecessary, and our kfree() frees
-// the page if we were the last. Other owners never write the page (their PTEs are
-// read-only), and a krefcount() that reads 1 runs after the kfree() that made it 1,
-// which ran after that owner's copy had read the page.
-static int
-cowfault(struct proc *p, uint64 va, pte_t *pte)
-{
-  // LAB cow: begin
-  uint64 pa = PTE2PA(*pte);
-  int flags = (PTE_FLAGS(*pte) | PTE_W) & ~(PTE_COW | PTE_FILE);
-
-  p->cow_faults++;
-  if(krefcount((void *)pa) == 1){
-    *pte = PA2PTE(pa) | flags;
-    p->cow_reuses++;
-  } else {
-    char *mem = kalloc();
-    if(mem == 0)
-      return -1;
-    memmove(mem, (char *)pa, PGSIZE);
-    *pte = PA2PTE(mem) | flags;
-    kfree((void *)pa);
-    p->cow_copies++;
-  }
-  flushva(va);
-  return 0;
-  // LAB cow: stub
-  // return -1;
-  // LAB cow: end
-}
-
-// Any configuration, with a swap disk. Contract: *pte (p's PTE for va) is paged out:
-// read its slot into a new page and map it again with the flags it had; the PTE's slot
-// reference is given back. Read-ahead: while pages are plentiful, the paged-out PTEs that
-// follow in the same level-0 table and name the slots that follow on the disk (a region
-// paged out in order) come back in the same request, up to SWAP_CLUSTER pages; they are
-// mapped with PTE_A clear, so reclaim takes them first if they are not used. Returns 0,
-// or -1 if out of memory (PTE unchanged). Sleeps on the disk: the caller holds p->vmlock
-// and no spinlock.
-static int
-swapfault(struct proc *p, uint64 va, pte_t *pte)
-{
-  if(!holdingsleep(&p->vmlock))
-    panic("swapfault: vmlock");
-  // LAB swap: begin read the page (and the ones after it) back from swap
-  char *pages[SWAP_CLUSTER];
-  uint64 slot = PTE2SLOT(*pte);
-  int max = kfreepages() > swap_low() + SWAP_CLUSTER ? SWAP_CLUSTER : 1;
-  uint64 left = ((va | (512 * PGSIZE - 1)) + 1 - va) / PGSIZE;   // PTEs to this table's end
-  int n = 0;
-
-  for(; n < max && n < left && (pte[n] & PTE_SWAPPED) && PTE2SLOT(pte[n]) == slot + n; n++)
-    if((pages[n] = kalloc()) == 0)
-      break;
-  if(n == 0)
-    return -1;
-  swap_read(slot, pages, n);
-  p->paged_in += n;
-  for(int i = 0; i < n; i++){
-    pte[i] = PA2PTE(pages[i]) | (PTE_FLAGS(pte[i]) & ~PTE_V) | PTE_V;
-    swap_put(slot + i);
-  }
-  sfence_vma();
-  return 0;
-  // LAB swap: stub
-  // return -1;   // never reached until reclaim pages something out
-  // LAB swap: end
-}
-
-// Contract: one attempt at vmfault's job (below), for page-aligned va. can_sleep is 0
-// when the caller holds a spinlock (and then not p->vmlock): then a paged-out page cannot
-// be read back, nor a file page mapped (-1).
-static int
-resolve(struct proc *p, uint64 va, int is_store, int can_sleep)
-{
-  pte_t *pte = walk(p->pagetable, va, 0);
-  if(pte && (*pte & PTE_V)){
-    if(is_store && (*pte & PTE_U) && (*pte & PTE_COW))
-      return cowfault(p, va, pte);
-    if(is_store && (*pte & PTE_U) && (*pte & PTE_FILE))
-      return mmapfault(p, va, pte);
-    return -1;
-  }
-  // Back from swap; a store then takes one more step if the page is COW.
-  if(pte && (*pte & PTE_SWAPPED)){
-    if(!can_sleep || swapfault(p, va, pte) != 0)
-      return -1;
-    return is_store && (*pte & PTE_W) == 0 ? resolve(p, va, 1, can_sleep) : 0;
-  }
-  if(LAZY_ALLOC && va >= p->heapbase && va < p->sz)
-    return lazyfault(p, va);
-  // A file page on first touch (-1 unless va is in a region), or, in either policy,
-  // again after reclaim dropped it. It is mapped read-only, so a store then takes one
-  // more step: cowfault or the MAP_SHARED upgrade above.
-  // Mapping it may read the file, and mappage() runs under p->vmlock, which vmfault
-  // holds only when it can sleep: under a spinlock the access fails instead.
-  if(can_sleep && mmapfault(p, va, 0) == 0)
-    return is_store ? resolve(p, va, 1, can_sleep) : 0;
-  return -1;
-}
-
-// Contract: resolve a page fault of process p (running on this hart, in its own trap or
-// system call) at user address va; is_store is 1 for a store/AMO (or copyout), 0 for a
-// load or instruction fetch. Returns 0 if the access can be retried, -1 if it cannot
-// (the caller kills p). Never panics on a bad address.
-//   valid user PTE with PTE_COW, is_store               -> cowfault(): copy or reuse
-//                          (COW fork pages, and MAP_PRIVATE file pages in every config)
-//   valid user PTE with PTE_FILE, no PTE_W, is_store    -> mmapfault(): a MAP_SHARED
-//                          writable page becomes writable (and dirty); else -1
-//   paged-out PTE (any configuration, with swap)        -> swapfault(): read back
-//   no valid PTE, heapbase <= va < sz, LAZY_ALLOC=1     -> lazyfault(): zeroed page
-//   no valid PTE, va in an mmap region (LAZY_ALLOC=1, or a page reclaim dropped)
-//                                                       -> mmapfault(): the file page,
-//                          then for a store one of the two cases above
-//   anything else: above sz, the guard page (no PTE_U), read-only text, trapframe,
-//   trampoline, va >= MAXVA                               -> -1
-// Unless the caller holds a spinlock, it takes p->vmlock (the caller must not hold it:
-// panics), first reclaims while free pages are below the low watermark, and when a page
-// cannot be had, reclaims and tries again while reclaim frees something; when nothing
-// more can be reclaimed (no swap, or swap full too), the OOM killer (oom.c) kills the
-// largest process if that is not p, and p, which waits for that without its vmlock,
-// tries again once it has exited. So p dies for memory only as the largest.
-int
-vmfault(struct proc *p, uint64 va, int is_store)
-{
-  if(va >= MAXVA)
-    return -1;
-  va = PGROUNDDOWN(va);
-
-  if(holding_spinlocks())
-    return resolve(p, va, is_store, 0);
-  // Nothing that copies to or from user memory holds its own vmlock (kernel/locks.h).
-  if(holdingsleep(&p->vmlock))
-    panic("vmfault: vmlock held");
-  acquiresleep(&p->vmlock);
-  vmreserve(SWAP_CLUSTER);   // room for a page-in's read-ahead
-  int r;
-  p->nomem = 0;
-  while((r = resolve(p, va, is_store, 1)) != 0 && kfreepages() < swap_low() &&
-        reclaim(RECLAIM_BATCH) > 0)
-    p->nomem = 0;
-  // Out of memory, swap included: the largest process dies instead of p if p is not it
-  // (each round frees pages or kills one more process: NPROC rounds at most). p lets go
-  // of its vmlock while it waits there, so that the killer can size p (oom.c), and so
-  // that many faulters waiting at once stay candidates for each other.
-  for(int round = 0; r != 0 && p->nomem && round < NPROC; round++){
-    releasesleep(&p->vmlock);
-    int retry = oomkill(p);
-    acquiresleep(&p->vmlock);
-    if(!retry)
-      break;
-    p->nomem = 0;
-    r = resolve(p, va, is_store, 1);
-  }
-  releasesleep(&p->vmlock);
-  return r;
-}
-
-// Contract: make sure npages pages are free and the low watermark's worth more, paging
-// out (reclaim) as needed; once below, it frees a batch more than that, so that the next
-// callers find pages without reclaiming each time. Returns 0, or -1 if fewer than npages
-// are free even after reclaim gave all it could. Without swap it only looks. May sleep:
-// the caller holds no spinlock and no pointer into user memory that reclaim could take
-// (if it holds its own vmlock, its own pages may go).
-int
-vmreserve(uint64 npages)
-{
-  if(kfreepages() >= npages + swap_low())
-    return 0;
-  while(kfreepages() < npages + swap_low() + RECLAIM_BATCH)
-    if(reclaim(RECLAIM_BATCH) == 0)
-      return kfreepages() >= npages ? 0 : -1;
-  return 0;
-}
-
-// Contract: one step of reclaim's clock (swap.c) over the user leaves of pagetable, from
-// page-aligned va up to TRAPFRAME, one level-0 table at a time. It looks at up to
-// maxscan PTEs (holes and paged-out ones included) or until nout pages are chosen. A
-// resident user page (PTE_V|PTE_U) with PTE_A set loses it (its second chance). One with
-// PTE_A clear goes if it is
-//   - a clean file page (PTE_FILE without PTE_W: not stored to through MAP_SHARED):
-//     dropped, its PTE a hole again, which vmfault maps again from the page cache; or
-//   - anonymous, with this PTE its only reference (a page shared by COW fork stays: the
-//     other PTEs that map it cannot be found from the page, and paging out one of them
-//     would free nothing), and a swap slot is free: paged out, its PTE naming the slot.
-// out[] gets the page (the PTE's reference, now the caller's), the slot (NOSLOT for a
-// dropped file page) and va. *n = pages chosen, *nscan = PTEs seen (a region without a
-// table counts as one). Returns where to go on, or 0 once past the end.
-// Caller: swap.c's visit(), holding the owner's vmlock and p->lock, the owner not running
-// elsewhere; it flushes the TLB.
-uint64
-uvmpageout(pagetable_t pagetable, uint64 va, int maxscan, struct pageout *out, int nout,
-           int *n, int *nscan)
-{
-  *n = 0;
-  *nscan = 0;
-  while(va < TRAPFRAME){
-    uint64 end = nextregion(pagetable, va);
-    pte_t *pte = walk(pagetable, va, 0);
-    if(pte == 0){
-      (*nscan)++;
-      va = end;
-      continue;
-    }
-    for(; va < end && va < TRAPFRAME; va += PGSIZE, pte++){
-      if(*nscan >= maxscan || *n >= nout)
-        return va;
-      (*nscan)++;
-      // LAB swap: begin the clock's choice for this PTE: second chance, drop or page out
-      if((*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
-        continue;
-      uint64 pa = PTE2PA(*pte);
-      if(*pte & PTE_A){
-        *pte &= ~PTE_A;
-      } else if((*pte & (PTE_FILE | PTE_W)) == PTE_FILE){
-        out[*n].pa = (char *)pa;
-        out[*n].slot = NOSLOT;
-        out[*n].va = va;
-        (*n)++;
-        *pte = 0;
-      } else if((*pte & PTE_FILE) == 0 && ksoleref((void *)pa)){
-        long slot = swap_alloc();
-        if(slot < 0)
-          return va;
-        out[*n].pa = (char *)pa;
-        out[*n].slot = slot;
-        out[*n].va = va;
-        (*n)++;
-        *pte = SLOT2PTE(slot) | (PTE_FLAGS(*pte) & ~(PTE_V | PTE_A | PTE_D)) | PTE_SWAPPED;
-      }
-      // LAB swap: end
-    }
-  }
   return 0;
 }
 

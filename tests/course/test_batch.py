@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from nexos.course.lab.batch import list_submissions, parse_shard, shard_of
 from nexos.course.lab.cli import lab
 from nexos.course.lab.starter import collect_regions, make_starter, source_files
+from nexos.course.lab.submission import student_files
 from support import BY_DESIGN
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,6 +62,16 @@ def as_bundle(tree: Path, dest: Path) -> None:
     git(tree, "bundle", "create", str(dest.with_suffix(".bundle")), "HEAD", "main")
 
 
+def lazy_solution(solution: Path) -> tuple[dict[str, str], str]:
+    """The lazy lab's student files in the solution (path -> text: a solved submission has
+    all of them) and which of them holds lazyfault(), the one the broken submissions edit."""
+    _, regions = collect_regions(solution, source_files(solution))
+    (fault,) = {r.path for r in regions if r.function == "lazyfault"}
+    files = {f: (solution / f).read_text() for f in student_files(solution, "lazy")}
+    assert fault in files and LAZY_FAULT in files[fault]
+    return files, fault
+
+
 def variant(starter: Path, work: Path, name: str, files: dict[str, str]) -> Path:
     """A clone of the starter with `files` (path -> text) changed and committed."""
     tree = work / name
@@ -93,22 +104,21 @@ def submissions(solution, tmp_path_factory) -> tuple[Path, dict[str, str], Path]
     """SUBMISSIONS/ with 9 students, what each one is, and the solution checkout."""
     work = tmp_path_factory.mktemp("class")
     starter = make_starter(solution, "lazy", work / "starter").out
-    solved = (solution / "kernel/vm.c").read_text()
-    assert LAZY_FAULT in solved
+    solved, fault = lazy_solution(solution)
     grader = (starter / "harness/nexos/course/grade.py").read_text()
     fake_grader = grader.replace("    v = parse_test_verdict(output)\n",
                                  "    return True, 'ALL TESTS PASSED'\n"
                                  "    v = parse_test_verdict(output)\n")
     assert fake_grader != grader
     trees = {
-        "solution": variant(starter, work, "solution", {"kernel/vm.c": solved}),
+        "solution": variant(starter, work, "solution", solved),
         "starter": starter,
-        "hang": variant(starter, work, "hang", {"kernel/vm.c": solved.replace(
+        "hang": variant(starter, work, "hang", {**solved, fault: solved[fault].replace(
             LAZY_FAULT, "  for(;;)\n    ;\n" + LAZY_FAULT)}),
-        "panic": variant(starter, work, "panic", {"kernel/vm.c": solved.replace(
+        "panic": variant(starter, work, "panic", {**solved, fault: solved[fault].replace(
             LAZY_FAULT, '  panic("lazyfault: student bug");\n')}),
         "nobuild": variant(starter, work, "nobuild", {
-            "kernel/vm.c": solved + "\nthis is not C;\n"}),
+            **solved, fault: solved[fault] + "\nthis is not C;\n"}),
         "tests": variant(starter, work, "tests", {"user/tests/lazytests.c": ALWAYS_PASSES}),
         "grader": variant(starter, work, "grader", {"harness/nexos/course/grade.py": fake_grader}),
     }
@@ -190,7 +200,8 @@ def test_sharded_batch_equals_the_unsharded_one_and_reruns_grade_nothing(submiss
     hang = json.loads((whole / "grace.json").read_text())
     assert all(f"time limit ({TIMEOUT} s)" in c["message"] for c in hang["checks"]), hang
     nobuild = json.loads((whole / "ivan.json").read_text())
-    assert any(c["name"] == "build" and "vm.c" in c["evidence"] for c in nobuild["checks"])
+    fault = Path(lazy_solution(src)[1]).name   # the file the nobuild submission broke
+    assert any(c["name"] == "build" and fault in c["evidence"] for c in nobuild["checks"])
     junit = (whole / "alice.xml").read_text()
     assert 'name="lazytests"' in junit and "<failure" not in junit
 
@@ -208,8 +219,7 @@ def test_the_labs_whole_plan_grades_with_the_checkouts_model_file(solution, tmp_
     smolprobe checks need the LLM image, which the pristine starter copy builds from the
     model file this checkout's scripts/setup.sh fetched (no NEXOS_GGUF)."""
     starter = make_starter(solution, "lazy", tmp_path / "starter").out
-    solved = variant(starter, tmp_path, "solved",
-                     {"kernel/vm.c": (solution / "kernel/vm.c").read_text()})
+    solved = variant(starter, tmp_path, "solved", lazy_solution(solution)[0])
     subs = tmp_path / "subs"
     subs.mkdir()
     as_folder(solved, subs / "alice")

@@ -79,7 +79,7 @@ def autograder(tmp_path_factory) -> Path:
              "--configs", CFG, "--checks", CHECKS, "--extra-tests", str(HIDDEN),
              "--out", str(zpath), "--source", str(REPO)], REPO, grader_env())
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "student files kernel/vm.c; 4 tests, 60 points" in p.stdout, p.stdout
+    assert "student files kernel/fault.c, kernel/vm.c; 4 tests, 60 points" in p.stdout, p.stdout
     names = zipfile.ZipFile(zpath).namelist()
     assert {"setup.sh", "run_autograder", "autograder.json", "starter/Makefile",
             "starter/LAB.md", "extra-tests/bigsbrk.c"} <= set(names)
@@ -148,7 +148,7 @@ def assert_scores_like_the_starter(data: dict[str, Any]) -> None:
 def test_starter_as_a_zip_fails_the_lab_checks_only(autograder, starter, tmp_path):
     data = grade(autograder, lambda d: zip_tree(starter, d / "submission.zip"))
     assert_scores_like_the_starter(data)
-    assert "Graded from your submission: kernel/vm.c" in data["output"]
+    assert "Graded from your submission: kernel/fault.c, kernel/vm.c" in data["output"]
 
 
 @pytest.mark.qemu

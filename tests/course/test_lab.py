@@ -189,9 +189,9 @@ def test_the_kernel_regions():
         pytest.skip(BY_DESIGN + "this checkout is a starter tree: it has no solution regions")
     found = {(r.lab, r.path, r.function) for r in regions}
     assert found == {
-        ("lazy", "kernel/vm.c", "growproc"), ("lazy", "kernel/vm.c", "lazyfault"),
+        ("lazy", "kernel/vm.c", "growproc"), ("lazy", "kernel/fault.c", "lazyfault"),
         ("lazy", "kernel/vm.c", "userpte"), ("cow", "kernel/vm.c", "share_pte"),
-        ("cow", "kernel/vm.c", "cowfault"), ("cow", "kernel/kalloc.c", "krefinc_ptes"),
+        ("cow", "kernel/fault.c", "cowfault"), ("cow", "kernel/kalloc.c", "krefinc_ptes"),
         ("cow", "kernel/kalloc.c", "kshared_ptes"),
         ("mmap", "kernel/mmap.c", "mappage"), ("mmap", "kernel/mmap.c", "mmapfault"),
         ("mmap", "kernel/mmap.c", "writeback"), ("mmap", "kernel/mmap.c", "unmaprange"),
@@ -200,8 +200,8 @@ def test_the_kernel_regions():
         ("mmap", "kernel/pagecache.c", "pagecache_trim"),
         ("swap", "kernel/swap.c", "swap_alloc"), ("swap", "kernel/swap.c", "swap_dup"),
         ("swap", "kernel/swap.c", "swap_put"), ("swap", "kernel/swap.c", "swap_free_slots"),
-        ("swap", "kernel/vm.c", "forkleaves"), ("swap", "kernel/vm.c", "swapfault"),
-        ("swap", "kernel/vm.c", "uvmpageout")}
+        ("swap", "kernel/vm.c", "forkleaves"), ("swap", "kernel/fault.c", "swapfault"),
+        ("swap", "kernel/swap.c", "uvmpageout")}
 
 
 def test_regions_listing_names_the_swap_lab():
@@ -211,11 +211,11 @@ def test_regions_listing_names_the_swap_lab():
     assert r.exit_code == 0, r.output
     swap = re.findall(r"^swap  (\S+):\d+-\d+ (\w+)\(\) \d+ lines, (.+)$", r.output, re.M)
     assert swap == [
+        ("kernel/fault.c", "swapfault", "stub 1 lines"),
         ("kernel/swap.c", "swap_alloc", "stub 2 lines"), ("kernel/swap.c", "swap_dup", "no stub"),
-        ("kernel/swap.c", "swap_put", "no stub"),
+        ("kernel/swap.c", "swap_put", "no stub"), ("kernel/swap.c", "uvmpageout", "no stub"),
         ("kernel/swap.c", "swap_free_slots", "stub 1 lines"),
-        ("kernel/vm.c", "forkleaves", "no stub"), ("kernel/vm.c", "swapfault", "stub 1 lines"),
-        ("kernel/vm.c", "uvmpageout", "no stub")]
+        ("kernel/vm.c", "forkleaves", "no stub")]
     assert r.output.rstrip().endswith("22 regions, all markers sound")
 
 
@@ -312,7 +312,8 @@ def test_starter_of_this_checkout(tmp_path):
                for f in marked)
     assert todo == 22
     labmd = (tree.out / "LAB.md").read_text()
-    assert "`kernel/vm.c`: `growproc()`, `lazyfault()`, `userpte()`" in labmd
+    assert "`kernel/fault.c`: `lazyfault()`" in labmd
+    assert "`kernel/vm.c`: `growproc()`, `userpte()`" in labmd
     assert "`kernel/kalloc.c`: `krefinc_ptes()`, `kshared_ptes()`" in labmd
 
 
@@ -325,7 +326,7 @@ def test_mmap_starter_of_this_checkout(tmp_path):
     mmap_c = (tree.out / "kernel/mmap.c").read_text()
     assert mmap_c.count("// LAB mmap: TODO") == 6 and "writeback(p, v, lo, hi);" in mmap_c
     assert (tree.out / "kernel/pagecache.c").read_text().count("// LAB mmap: TODO") == 2
-    assert "p->cow_copies++;" in (tree.out / "kernel/vm.c").read_text()  # cow's code stays
+    assert "p->cow_copies++;" in (tree.out / "kernel/fault.c").read_text()  # cow's code stays
     labmd = (tree.out / "LAB.md").read_text()
     assert ("`kernel/mmap.c`: `mappage()`, `mmapfault()`, `writeback()`, `unmaprange()`, "
             "`sys_mmap()`, `sys_munmap()`") in labmd
@@ -343,18 +344,21 @@ def test_swap_starter_of_this_checkout(tmp_path):
     tree = make_starter(REPO, "swap", tmp_path / "swap")
     assert {r.lab for r in tree.regions} == {"swap"} and len(tree.regions) == 7
     swap_c = (tree.out / "kernel/swap.c").read_text()
-    assert swap_c.count("// LAB swap: TODO") == 4
+    assert swap_c.count("// LAB swap: TODO") == 5
     assert "  return 0;   // no slot free" in swap_c and "(void)ref;" in swap_c
     assert "swap_read(uint64 s, char **pa, int n)" in swap_c  # the disk I/O is given
+    assert "SLOT2PTE(" not in swap_c  # uvmpageout's choice is gone, its walk stays
     vm_c = (tree.out / "kernel/vm.c").read_text()
-    assert vm_c.count("// LAB swap: TODO") == 3
-    assert "SLOT2PTE(" not in vm_c and "swap_dup(" not in vm_c
+    assert vm_c.count("// LAB swap: TODO") == 1 and "swap_dup(" not in vm_c
     assert "swap_put(PTE2SLOT(*pte));" in vm_c  # uvmunmap's give-back stays
-    assert "p->cow_copies++;" in vm_c and "p->lazy_faults++;" in vm_c  # the other labs stay
+    fault_c = (tree.out / "kernel/fault.c").read_text()
+    assert fault_c.count("// LAB swap: TODO") == 1 and "swap_read(" not in fault_c
+    assert "p->cow_copies++;" in fault_c and "p->lazy_faults++;" in fault_c  # the other labs stay
     labmd = (tree.out / "LAB.md").read_text()
-    assert ("`kernel/swap.c`: `swap_alloc()`, `swap_dup()`, `swap_put()`, "
+    assert ("`kernel/swap.c`: `swap_alloc()`, `swap_dup()`, `swap_put()`, `uvmpageout()`, "
             "`swap_free_slots()`") in labmd
-    assert "`kernel/vm.c`: `forkleaves()`, `swapfault()`, `uvmpageout()`" in labmd
+    assert "`kernel/fault.c`: `swapfault()`" in labmd
+    assert "`kernel/vm.c`: `forkleaves()`" in labmd
     assert "make qemu LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE=128 SWAPSIZE=512" in labmd
     assert "$ swaptest pattern" in labmd and "\"Swap and reclaim\"" in labmd
     assert "make grade LAB=swap" in labmd
@@ -364,14 +368,18 @@ def test_swap_starter_of_this_checkout(tmp_path):
 
 @pytest.fixture(scope="module")
 def solution(tmp_path_factory) -> Path:
-    """A solution checkout: the committed tree with this checkout's marked files on top (so
-    that other unfinished work in the checkout cannot break the builds below)."""
+    """A solution checkout: the committed tree with this checkout's kernel on top, its marked
+    files and every other kernel file (code that moves between files changes the unmarked
+    ones too, defs.h at least), so that other unfinished work in the checkout (tests, the
+    harness) cannot break the builds below."""
     marked = marked_files()
     src = tmp_path_factory.mktemp("solution")
     archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True,
                              capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
-    for f in marked:
+    kernel = [f for f in source_files(REPO) if f.startswith("kernel/")]
+    for f in sorted({*marked, *kernel}):
+        (src / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / f, src / f)
     subprocess.run(["git", "init", "-q", str(src)], check=True)
     git(src, "add", "-A")

@@ -56,11 +56,12 @@ given solution's optimisation, one page is enough) and fork's share of a paged-o
 `forkleaves()`. Today there is never a free slot, so reclaim pages nothing out and memory
 runs out at RAM, as without swap. Given: the disk I/O (`swap_read()`, `writeout()`), the
 clock's hand over every process and its locking (`reclaim()`, `visit()`), the walk of
-`uvmpageout()`, the choke points that call reclaim (`vmfault()`, `vmreserve()`) and
-`swapfault()`, and the unmap of a paged-out PTE (`uvmunmap()`). The contract is in
-docs/memory.md ("Swap and reclaim": slots, the paged-out PTE, reclaim, the locks, out of
-swap); keep memstat's `swapped_pages`, `swap_slots_used`, `swap_ins` and `swap_outs` exact,
-and give every frame and slot back when a process shrinks or exits.""",
+`uvmpageout()`, the choke points that call reclaim (`vmreserve()`, and `oomretry()` for a
+fault) and `vmfault()` sending a paged-out PTE to `swapfault()`, and the unmap of a
+paged-out PTE (`uvmunmap()`). The contract is in docs/memory.md ("Swap and reclaim": slots,
+the paged-out PTE, reclaim, the locks, out of swap); keep memstat's `swapped_pages`,
+`swap_slots_used`, `swap_ins` and `swap_outs` exact, and give every frame and slot back when
+a process shrinks or exits.""",
 }
 
 TESTS = {"lazy": "lazytests", "cow": "cowtests", "mmap": "mmaptests", "swap": "swaptest"}
