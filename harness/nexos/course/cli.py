@@ -34,7 +34,7 @@ from nexos.course.grade import (
 )
 from nexos.course.lab.plan import LAB_CHOICES, lab_plan
 from nexos.course.report import grade_json, grade_junit, grade_table
-from nexos.machine.config import ALL_CONFIGS, BuildConfig, ConfigError
+from nexos.machine.config import ALL_CONFIGS, BuildConfig, ConfigError, host_cores
 from nexos.machine.toolchain import find_toolchain
 from nexos.records import CheckResult
 
@@ -145,6 +145,9 @@ def report_result(result: CheckResult) -> None:
 @click.option("--lab", "lab_name", type=click.Choice(list(LAB_CHOICES)), default=None,
               help="Grade a lab (docs/lab.md): in each configuration the checks that lab's "
                    "plan runs there (see 'nexos lab plan'); --configs narrows it.")
+@click.option("--jobs", type=click.IntRange(1), default=host_cores(), show_default=True,
+              help="Configurations graded at once, each in its own QEMU (default: the "
+                   "host's cores).")
 @mem_opt
 @swap_opt
 @nobuild_opt
@@ -152,7 +155,7 @@ def report_result(result: CheckResult) -> None:
 def grade(ctx: click.Context, json_path: Path | None, junit_path: Path | None,
           configs: list[str], checks: list[str], timeout_scale: float,
           transcripts: Path | None, hidden: tuple[str, ...], lab_name: str | None,
-          memsize: int, swapsize: int, no_build: bool) -> None:
+          jobs: int, memsize: int, swapsize: int, no_build: bool) -> None:
     """Run every check on every configuration; points; non-zero exit on any failure."""
     for value in hidden:
         check_hidden_file(value)
@@ -179,7 +182,7 @@ def grade(ctx: click.Context, json_path: Path | None, junit_path: Path | None,
     find_toolchain(need_gcc=not no_build)  # both tools named at once when both are missing
     results = grade_all(r, plan, sources, build=not no_build,
                         transcript_dir=transcripts, console=err, on_result=report_result,
-                        timeout_scale=timeout_scale)
+                        timeout_scale=timeout_scale, jobs=jobs)
     out.print(grade_table(results))
     if json_path:
         save_text(json_path, grade_json(results))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -338,10 +339,11 @@ def grade_config(repo: Path, cfg: BuildConfig, checks: list[CheckSpec],
 def grade_all(repo: Path, plan: Plan, hidden_sources: Sequence[Path] = (), build: bool = True,
               transcript_dir: Path | None = None, console: Console | None = None,
               on_result: Callable[[CheckResult], None] | None = None,
-              timeout_scale: float = 1.0) -> list[CheckResult]:
+              timeout_scale: float = 1.0, jobs: int = 1) -> list[CheckResult]:
     """Build the plan's configurations (unless not `build`; the hidden sources go to make as
-    EXTRA_UPROGS) and run each one's checks. A configuration that does not build fails a
-    `build` check and is not booted; the others go on. timeout_scale stretches each
+    EXTRA_UPROGS) and run each one's checks, `jobs` configurations at a time (each boots its
+    own QEMU; the results come back in plan order). A configuration that does not build
+    fails a `build` check and is not booted; the others go on. timeout_scale stretches each
     session's boot and lifetime (the plan's checks carry their scaled limits)."""
     results: list[CheckResult] = []
     configs = [cfg for cfg, _ in plan]
@@ -355,8 +357,11 @@ def grade_all(repo: Path, plan: Plan, hidden_sources: Sequence[Path] = (), build
     broken = {r.config for r in results}
     if transcript_dir is not None:
         transcript_dir.mkdir(parents=True, exist_ok=True)
-    for cfg, checks in plan:
-        if cfg.name not in broken:
-            results += grade_config(repo, cfg, checks, transcript_dir, on_result,
-                                    timeout_scale)
+
+    def one(item: tuple[BuildConfig, list[CheckSpec]]) -> list[CheckResult]:
+        return grade_config(repo, item[0], item[1], transcript_dir, on_result, timeout_scale)
+    todo = [(cfg, checks) for cfg, checks in plan if cfg.name not in broken]
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo) or 1))) as pool:
+        for config_results in pool.map(one, todo):
+            results += config_results
     return results

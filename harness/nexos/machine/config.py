@@ -17,6 +17,13 @@ def llm_cpus() -> int:
     host has that many cores, else 1 (smolprobe splits its matvecs across them, docs/harts.md;
     a guest hart without a host core only waits)."""
     return min(LLM_CPUS, os.cpu_count() or 1)
+
+
+def host_cores() -> int:
+    """The host's cores: how many QEMUs run side by side by default (nexos grade --jobs)."""
+    return os.cpu_count() or 1
+
+
 MIN_MEMSIZE, MAX_MEMSIZE = 128, 2048  # what the Makefile accepts
 DEFAULT_SWAPSIZE = 0  # MiB; no swap disk
 MAX_SWAPSIZE = 4096   # the Makefile's limit on SWAPSIZE

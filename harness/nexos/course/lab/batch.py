@@ -34,7 +34,7 @@ from nexos.course.lab.gradetree import GradeSpec, failed_outcome, grade_tree
 from nexos.course.lab.starter import make_starter
 from nexos.course.lab.submission import SubmissionError, content_hash, prepare_tree, student_files
 from nexos.course.report import grade_junit
-from nexos.machine.config import BuildConfig
+from nexos.machine.config import BuildConfig, host_cores
 
 ARCHIVE_SUFFIXES = (".zip", ".bundle")
 WORK = ".work"
@@ -165,8 +165,10 @@ def make_batch(src: Path, spec: GradeSpec, results: Path, extra_dir: Path | None
                  timeout)
 
 
-def grade_one(batch: Batch, student: str, entry: Path, results: Path) -> dict[str, Any]:
-    """Grade one submission and write its JSON, JUnit and log; never raises."""
+def grade_one(batch: Batch, student: str, entry: Path, results: Path, jobs: int = 1
+              ) -> dict[str, Any]:
+    """Grade one submission, `jobs` configurations at a time, and write its JSON, JUnit and
+    log; never raises."""
     t0 = time.monotonic()
     work = results / WORK / student
     key = batch.key(entry)
@@ -177,7 +179,7 @@ def grade_one(batch: Batch, student: str, entry: Path, results: Path) -> dict[st
         prepared = prepare_tree(batch.pristine, entry, batch.names, work)
         record.update(copied=list(prepared.copied), missing=list(prepared.missing))
         outcome = grade_tree(prepared.tree, batch.spec, batch.python,
-                             batch.timeout - (time.monotonic() - t0), work / "grade")
+                             batch.timeout - (time.monotonic() - t0), work / "grade", jobs)
         log = work / "grade" / "grade.log"
         if log.is_file():
             shutil.copyfile(log, results / f"{student}.log")
@@ -215,8 +217,10 @@ def run_batch(batch: Batch, submissions: list[tuple[str, Path]], results: Path, 
         if on_done:
             on_done(s, None)
 
+    per_grade = max(1, host_cores() // max(1, jobs))  # the cores, shared by the grades
+
     def job(item: tuple[str, Path]) -> str:
-        rec = grade_one(batch, item[0], item[1], results)
+        rec = grade_one(batch, item[0], item[1], results, per_grade)
         if on_done:
             on_done(item[0], rec)
         return item[0]

@@ -26,7 +26,7 @@ from typing import Any
 from nexos.course.lab.gradetree import GradeSpec, Outcome, failed_outcome, grade_tree
 from nexos.course.lab.starter import make_starter
 from nexos.course.lab.submission import PreparedTree, SubmissionError, prepare_tree, student_files
-from nexos.machine.config import BuildConfig
+from nexos.machine.config import BuildConfig, host_cores
 from nexos.records import CheckResult
 
 MANIFEST = "autograder.json"
@@ -236,7 +236,8 @@ def run(root: Path) -> dict[str, Any]:
             data = results_json(outcome, summary_text(m, outcome, None))
         else:
             outcome = grade_tree(prepared.tree, m.spec, sys.executable,
-                                 m.timeout - (time.monotonic() - t0), work / "grade")
+                                 m.timeout - (time.monotonic() - t0), work / "grade",
+                                 host_cores())
             data = results_json(outcome, summary_text(m, outcome, prepared))
             shutil.rmtree(prepared.tree, ignore_errors=True)
     except Exception as e:  # the autograder must leave a result whatever happened

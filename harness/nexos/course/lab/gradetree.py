@@ -99,10 +99,13 @@ class Outcome:
                        d.get("output", ""), list(d.get("hidden", [])))
 
 
-def grade_commands(python: str, spec: GradeSpec, out: Path) -> list[tuple[list[str], Path]]:
-    """The `nexos grade` runs for spec and the JSON file each writes: one `--lab` run, or
-    with checks narrowed one `--checks` run per configuration (plans differ by config)."""
-    base = [python, "-m", "nexos", "grade", "--timeout-scale", str(spec.timeout_scale)]
+def grade_commands(python: str, spec: GradeSpec, out: Path, jobs: int = 1
+                   ) -> list[tuple[list[str], Path]]:
+    """The `nexos grade` runs for spec and the JSON file each writes: one `--lab` run of
+    `jobs` configurations at a time, or with checks narrowed one `--checks` run per
+    configuration (plans differ by config)."""
+    base = [python, "-m", "nexos", "grade", "--timeout-scale", str(spec.timeout_scale),
+            "--jobs", str(jobs)]
     for h in spec.hidden:
         base += ["--hidden", h]
     if spec.checks is None:
@@ -157,16 +160,17 @@ def not_graded(spec: GradeSpec, results: list[CheckResult], why: str, evidence: 
     return results + fill
 
 
-def grade_tree(tree: Path, spec: GradeSpec, python: str, timeout: float, out: Path
-               ) -> Outcome:
-    """Grade tree (prepared by submission.prepare_tree) within `timeout` seconds in all."""
+def grade_tree(tree: Path, spec: GradeSpec, python: str, timeout: float, out: Path,
+               jobs: int = 1) -> Outcome:
+    """Grade tree (prepared by submission.prepare_tree) within `timeout` seconds in all,
+    `jobs` configurations at a time."""
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     log = out / "grade.log"
     log.unlink(missing_ok=True)
     results: list[CheckResult] = []
     status, why = "graded", ""
-    for argv, report in grade_commands(python, spec, out):
+    for argv, report in grade_commands(python, spec, out, jobs):
         report.unlink(missing_ok=True)
         if _run(argv, tree, log, t0 + timeout) == "timeout":
             status, why = "timeout", f"grading stopped at the time limit ({timeout:.0f} s)"
