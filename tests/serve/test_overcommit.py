@@ -7,7 +7,8 @@ free, which the test checks from the run's own start line. Without swap the kern
 workers (lazy sbrk) or refuses their reservations (eager sbrk) and the server runs them
 again; with swap the kernel pages out and nothing is recomputed. Either way every request
 completes, nothing leaks, and every answer is the one the same workload gets without
-pressure. One boot per configuration and swap size runs both commands.
+pressure (one calm run, in the first boot, is the reference: its answers are the same in
+every configuration). One boot per configuration and swap size.
 """
 
 from __future__ import annotations
@@ -43,9 +44,16 @@ def runs(request: pytest.FixtureRequest, build_kernel) -> tuple[BuildConfig, Ser
     cfg = BuildConfig(lz, cw, memsize=MEMSIZE, cpus=2, swapsize=sw)
     build_kernel(cfg, llm=True)
     with QemuSession.for_config(cfg, REPO, llm=True) as s:
-        calm = s.run(CALM, timeout=RUN_TIMEOUT).output
+        if not _calm:   # the first boot of this worker's cases runs the calm workload
+            _calm.append(parse_serve(s.run(CALM, timeout=RUN_TIMEOUT).output))
         pressed = s.run(PRESSED, timeout=RUN_TIMEOUT).output
-    return cfg, parse_serve(calm), parse_serve(pressed), pressed
+    return cfg, _calm[0], parse_serve(pressed), pressed
+
+
+# The calm run's answers are the model's arithmetic, which no kernel policy changes: one
+# calm run per test process is the reference every pressed run is held to (and so the
+# pressed runs of all eight cases are held equal to each other too).
+_calm: list[ServeResult] = []
 
 
 pytestmark = pytest.mark.long
