@@ -216,10 +216,11 @@ IMAGE_UPROGS := $(filter-out $(patsubst %,$(B)/user/_%,$(EXTRA_REPLACES)),$(UPRO
 SMOLPROBE_BIN := $(if $(filter smolprobe,$(EXTRA_NAMES)),$(B)/extra,$(B)/user)/_smolprobe
 SMOL_ALIAS := $(if $(filter smol_probe,$(EXTRA_NAMES)),,$(if $(filter smolprobe,$(UPROG_NAMES) $(EXTRA_NAMES)),smol_probe=$(SMOLPROBE_BIN)))
 IMAGE_FILES = $(IMAGE_UPROGS) $(EXTRA_BINS) README=README.md $(SMOL_ALIAS)
+# The lists are rewritten only when they change (their images depend on them), through a
+# temporary named by the shell's pid: two makes of one folder at once never share it.
 $(B)/image.list: user/user.mk FORCE
 	@mkdir -p $(@D)
-	@echo '$(IMAGE_FILES)' > $@.new
-	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+	@echo '$(IMAGE_FILES)' > $@.$$$$; if cmp -s $@.$$$$ $@; then rm $@.$$$$; else mv $@.$$$$ $@; fi
 
 $(B)/fs.img: build/host/mkfs $(IMAGE_UPROGS) $(EXTRA_BINS) README.md $(B)/image.list
 	build/host/mkfs $@.$$$$ $(FS_MB) $(IMAGE_FILES) && mv $@.$$$$ $@
@@ -252,8 +253,7 @@ $(MODEL_PREPARED): $(wildcard $(MODEL_FILE))
 endif
 $(B)/model.list: FORCE
 	@mkdir -p $(@D)
-	@echo '$(abspath $(MODEL_FILE))' > $@.new
-	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+	@echo '$(abspath $(MODEL_FILE))' > $@.$$$$; if cmp -s $@.$$$$ $@; then rm $@.$$$$; else mv $@.$$$$ $@; fi
 
 NO_PYTHON := no Python environment for NexOS (.venv/bin/python); set it up first: bash scripts/setup.sh
 

@@ -133,11 +133,15 @@ def file_lock(name: str) -> Iterator[None]:
 
 
 @contextmanager
-def build_locks(configs: list[BuildConfig]) -> Iterator[None]:
-    """Hold the build locks of `configs` (in a fixed order) and the shared one: no other
-    pytest worker runs make in their folders meanwhile."""
+def build_locks(configs: list[BuildConfig], shared: bool = False) -> Iterator[None]:
+    """Hold the build locks of `configs` (in a fixed order): no other pytest worker runs
+    make in their folders meanwhile. A test runs a command that calls make itself (a
+    README command at its defaults) after build_kernel has built what it needs, so that
+    make finds everything up to date; with `shared` it also holds the lock of what all
+    configurations share (build/models, build/host), for a make that writes there."""
     with ExitStack() as stack:
-        stack.enter_context(file_lock("shared"))
+        if shared:
+            stack.enter_context(file_lock("shared"))
         for name in sorted({c.name for c in configs}):
             stack.enter_context(file_lock(name))
         yield

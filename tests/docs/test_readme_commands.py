@@ -147,14 +147,14 @@ def test_readme_model_import_then_make_qemu_llm_model(build_kernel, tmp_path):
     assert out.is_file()
 
     make_words = readme_line("make qemu-llm MODEL=")
-    # MEMSIZE=256 gives this image its own build folder: it never replaces the default model
-    # on the images other tests boot.
+    # MEMSIZE=320 gives this image its own build folder, one no other test uses: it never
+    # replaces the default model on the images other tests boot.
     make_args = [a if not a.startswith("MODEL=") else f"MODEL={out}" for a in make_words[1:]]
-    cfg = BuildConfig(1, 1, 256)
-    with build_locks([cfg]):
-        with make_qemu([*make_args, "MEMSIZE=256", f"PYTHON={sys.executable}"], ROOT,
+    cfg = BuildConfig(1, 1, 320)
+    with build_locks([cfg], shared=True):   # it prepares a model of its own under build/
+        with make_qemu([*make_args, "MEMSIZE=320", f"PYTHON={sys.executable}"], ROOT,
                        timeout=600) as child:
-            boot_to_shell(child, f"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus={llm_cpus()} mem=256M")
+            boot_to_shell(child, f"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus={llm_cpus()} mem=320M")
             res = shell_smolprobe(child, "smolprobe --prompt-tokens 1,2,3 --gen-len 10")
     # the imported model's geometry: 2 layers, 2 KV heads of 16, 128 positions by default
     assert res.verdict == "LAZY_STYLE" and res.reserve.mapped_pages == 0
