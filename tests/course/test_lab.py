@@ -24,6 +24,7 @@ from nexos.course.grade import (
     grade_config,
     hidden_checks,
     select_checks,
+    swap_check_config,
     with_hidden,
 )
 from nexos.course.lab.cli import lab
@@ -256,12 +257,17 @@ def test_lab_plan():
 
 
 def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatch):
-    """The swaptest check boots a session of its own with check_swapsize's disk (4x RAM, or
-    the grade's --swap when larger; at most the Makefile's 4096 MiB); the other checks keep
-    the configuration's boot. On the fake QEMU, whose boot line reports the disk it got."""
+    """The swaptest check boots a machine of its own: at most 128 MiB of RAM, with
+    check_swapsize's disk (4x RAM, or the grade's --swap when larger; at most the Makefile's
+    4096 MiB); the other checks keep the configuration's boot. On the fake QEMU, whose boot
+    line reports the disk it got."""
     assert [check_swapsize(BuildConfig(1, 1, memsize=m, swapsize=s)) for m, s in
             [(512, 0), (128, 0), (128, 1024), (128, 64), (2048, 0)]] == [
         2048, 512, 1024, 512, 4096]
+    assert [swap_check_config(BuildConfig(0, 1, memsize=m, swapsize=s)) for m, s in
+            [(512, 0), (128, 0), (2048, 1024)]] == [
+        BuildConfig(0, 1, memsize=128, swapsize=512), BuildConfig(0, 1, memsize=128, swapsize=512),
+        BuildConfig(0, 1, memsize=128, swapsize=1024)]
     (swaptest,) = select_checks(["swaptest"])
     assert swaptest.swap and swaptest.command == "swaptest"
     assert not any(c.swap for c in select_checks(list(DEFAULT_CHECK_NAMES)))
@@ -273,14 +279,16 @@ def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatc
     assert replaced.swap and replaced.points == 10
     monkeypatch.setenv("NEXOS_QEMU", fake_qemu["qemu"])
     cfg = BuildConfig(1, 1)
+    small = fake_qemu["repo"] / "build" / swap_check_config(cfg).name  # the swap machine's
+    shutil.copytree(fake_qemu["repo"] / "build" / cfg.name, small)
     logs = tmp_path / "logs"
     logs.mkdir()
     results = grade_config(fake_qemu["repo"], cfg, select_checks(["usertests", "swaptest"]),
                            transcript_dir=logs)
     assert [(r.name, r.passed) for r in results] == [("usertests", True), ("swaptest", False)]
-    assert sorted(f.name for f in logs.iterdir()) == ["lazy1-cow1-swap2048.log",
+    assert sorted(f.name for f in logs.iterdir()) == ["lazy1-cow1-mem128-swap512.log",
                                                       "lazy1-cow1.log"]
-    assert "swap=2048M" in (logs / "lazy1-cow1-swap2048.log").read_text()
+    assert "mem=128M swap=512M" in (logs / "lazy1-cow1-mem128-swap512.log").read_text()
     assert " swap=" not in (logs / "lazy1-cow1.log").read_text()
     assert not list((fake_qemu["repo"] / "build").glob("nexos-swap-*"))  # the disk is gone
 
@@ -458,7 +466,7 @@ def test_starter_lacks_the_mechanism(starters, lab_):
         assert passed(outs[cmd]), f"{cmd}:\n{outs[cmd][-3000:]}"
 
 
-# The swap lab's check as the grade runs it (its own swap disk of 4x RAM), at 128 MiB of RAM
+# The swap lab's check as the grade runs it (its own machine: 128 MiB, a disk of 4x RAM),
 # so that the solution's run is short (docs/testing.md, "swaptest"), in both policies.
 SWAP_LAB_CONFIGS = [BuildConfig(0, 0, memsize=128), BuildConfig(1, 1, memsize=128)]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 
 from nexos.machine.build import build_all
-from nexos.machine.config import MAX_SWAPSIZE, BuildConfig
+from nexos.machine.config import MAX_SWAPSIZE, MIN_MEMSIZE, BuildConfig
 from nexos.machine.qemu import QemuError, QemuSession
 from nexos.parse import (
     ParseError,
@@ -37,18 +37,29 @@ class CheckSpec:
     command: str
     timeout: float
     judge: Callable[[BuildConfig, str], tuple[bool, str]]  # (config, output) -> (ok, message)
-    swap: bool = False  # boots with a swap disk of check_swapsize(config) MiB
+    swap: bool = False  # boots the machine swap_check_config(config) gives
 
 
 # The swap disk of a check that needs swap: SWAP_PER_RAM times the RAM, so that swaptest's
 # tests get their full sizes (3x RAM in one heap, a copying fork of 2x RAM; docs/testing.md).
 SWAP_PER_RAM = 4
+# The RAM a swap check boots with, at most: swap's subject is moving pages between RAM and
+# the disk, which 128 MiB shows as well as 2 GiB, and swaptest fills RAM several times over
+# (seconds at 128 MiB, minutes at 512).
+SWAP_CHECK_MEMSIZE = MIN_MEMSIZE
 
 
 def check_swapsize(cfg: BuildConfig) -> int:
     """MiB of swap a swap check boots with: SWAP_PER_RAM x RAM (at most the Makefile's
     limit), or the configuration's own (`--swap`) when that is larger."""
     return max(cfg.swapsize, min(SWAP_PER_RAM * cfg.memsize, MAX_SWAPSIZE))
+
+
+def swap_check_config(cfg: BuildConfig) -> BuildConfig:
+    """The machine a swap check of cfg boots, a build of its own when the RAM differs:
+    cfg's flags, at most SWAP_CHECK_MEMSIZE of RAM, and check_swapsize's disk."""
+    small = replace(cfg, memsize=min(cfg.memsize, SWAP_CHECK_MEMSIZE))
+    return replace(small, swapsize=check_swapsize(small))
 
 
 def judge_test_program(cfg: BuildConfig, output: str) -> tuple[bool, str]:
@@ -262,10 +273,10 @@ class _Sessions:
         self.live: dict[tuple[bool, bool], QemuSession] = {}
 
     def get(self, llm: bool, swap: bool = False) -> QemuSession:
-        """The session for the image (llm or not), with check_swapsize's disk if swap."""
+        """The session for the image (llm or not); for a swap check swap_check_config's."""
         s = self.live.get((llm, swap))
         if s is None or not s.alive:
-            cfg = replace(self.cfg, swapsize=check_swapsize(self.cfg)) if swap else self.cfg
+            cfg = swap_check_config(self.cfg) if swap else self.cfg
             t = None
             if self.dir is not None:
                 t = self.dir / (f"{cfg.name}{'-llm' if llm else ''}"
@@ -336,6 +347,18 @@ def grade_config(repo: Path, cfg: BuildConfig, checks: list[CheckSpec],
     return results
 
 
+def build_swap_machines(repo: Path, plan: Plan, extra: tuple[str, ...],
+                        console: Console | None) -> list[CheckResult]:
+    """Build the machines of the plan's swap checks that are not the configuration's own
+    build (swap_check_config); a failed `build` check of the configuration for each one
+    that does not build."""
+    own = {cfg: swap_check_config(cfg) for cfg, checks in plan if any(c.swap for c in checks)}
+    own = {cfg: small for cfg, small in own.items() if small.memsize != cfg.memsize}
+    built = build_all(repo, list(own.values()), console=console, extra=extra) if own else []
+    return [CheckResult(cfg.name, "build", False, 0, 0, b.seconds, b.last_error, b.excerpt)
+            for cfg, b in zip(own, built) if not b.ok]
+
+
 def grade_all(repo: Path, plan: Plan, hidden_sources: Sequence[Path] = (), build: bool = True,
               transcript_dir: Path | None = None, console: Console | None = None,
               on_result: Callable[[CheckResult], None] | None = None,
@@ -354,6 +377,9 @@ def grade_all(repo: Path, plan: Plan, hidden_sources: Sequence[Path] = (), build
             if not b.ok:
                 results.append(CheckResult(b.config.name, "build", False, 0, 0, b.seconds,
                                            b.last_error, b.excerpt))
+        failed = {r.config for r in results}
+        results += build_swap_machines(repo, [(c, k) for c, k in plan if c.name not in failed],
+                                       extra, console)
     broken = {r.config for r in results}
     if transcript_dir is not None:
         transcript_dir.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nexos.course.grade import SWAP_PER_RAM
+from nexos.course.grade import SWAP_CHECK_MEMSIZE, SWAP_PER_RAM
 from nexos.course.lab.markers import Region
 from nexos.course.lab.plan import labs_of, mechanism_plan
 
@@ -110,7 +110,8 @@ def _intro(labs: tuple[str, ...]) -> list[str]:
                      "returns -1); no other check of the grade uses mmap.")
     if "swap" in labs:
         lines.append("`swaptest` fails in every configuration until swap is written: the grade "
-                     f"boots it with a swap disk of {SWAP_PER_RAM}x RAM, and no slot is ever "
+                     f"boots it with {SWAP_CHECK_MEMSIZE} MiB of RAM and a swap disk of "
+                     f"{SWAP_PER_RAM}x that, and no slot is ever "
                      "free, so no test can use more than RAM; the other checks boot without "
                      "swap, where reclaim does nothing.")
     return lines
