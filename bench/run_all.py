@@ -23,7 +23,7 @@ BENCHES = ("build_time", "boot_time", "read_throughput", "fork_cow", "smolprobe_
            "smolprobe_int8", "smolprobe_real", "first_token", "inference_speed",
            "cow_parallel",
            "smolserve_capacity", "smolserve_prefix", "smolserve_weights", "swap_pagein",
-           "smolserve_swap",
+           "swap_shared", "smolserve_swap",
            "compare_time", "grade_time", "suite_time")
 
 

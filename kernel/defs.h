@@ -205,13 +205,17 @@ int             copypresent(uint64 uva, char *kva, uint64 len, int to_user);
 
 // fault.c -- page faults, where LAZY_ALLOC and COW_ALLOC pick their policy (see fault.c)
 // vmfault: resolve a user page fault (lazy heap page or COW store) of process p at va.
-// Returns 0 when the access can be retried, -1 when p must be killed.
-int             vmfault(struct proc *p, uint64 va, int is_store);
-int             resolve(struct proc *p, uint64 va, int is_store, int can_sleep); // one try
+// Returns 0 when the access can be retried, -1 when p must be killed. access is what
+// faulted: a copy passes its is_store (0 or 1), a trap one of these.
+#define FAULT_LOAD  0
+#define FAULT_STORE 1
+#define FAULT_FETCH 2
+int             vmfault(struct proc *p, uint64 va, int access);
+int             resolve(struct proc *p, uint64 va, int access, int can_sleep); // one try
 
 // oom.c -- the OOM killer, and the fault path's tries around it and reclaim
 void            oominit(void);
-int             oomretry(struct proc *p, uint64 va, int is_store); // vmfault's tries, vmlock held
+int             oomretry(struct proc *p, uint64 va, int access); // vmfault's tries, vmlock held
 
 // pagecache.c -- file pages that are mapped, one copy each (see pagecache.c)
 void            pagecacheinit(void);
@@ -235,11 +239,19 @@ long            swap_alloc(void);        // a free slot with one reference, or -
 void            swap_dup(uint64 slot);   // one more reference (fork)
 void            swap_put(uint64 slot);   // one reference fewer; the last frees the slot
 void            swap_read(uint64 slot, char **pa, int n);  // n slots from slot; sleeps
+int             swap_held(uint64 slot, int n);  // whether a PTE names one of n slots
 int             reclaim(int want);       // page out up to want pages; sleeps
 int             vmreserve(uint64 npages);  // reclaim until npages are free above the low mark
 uint64          swap_low(void);          // the free-page low watermark
 uint64          swap_free_slots(void);
 void            swapstat(struct memstat *);
+
+// rmap.c -- the reverse map: the PTEs of a page several processes map (see rmap.c)
+struct pageout;
+int             rmap_pageout(struct proc*, struct proc*, uint64*, int, struct pageout*, int,
+                             uint64*);   // reclaim's shared pages: judge, page out
+void            rmap_release(uint64 mask);  // the vmlocks rmap_pageout kept, after the write
+void            rmap_share(struct proc*, uint64, pte_t*, uint64, int);  // a page-in to the others
 
 // plic.c
 void            plicinit(void);

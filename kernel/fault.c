@@ -17,9 +17,11 @@
 //                           first store copies it through cowfault(), also with COW_ALLOC=0
 //   neither     swap        with a swap disk, reclaim (swap.c) pages out anonymous pages
 //                           and drops clean file pages when free pages run low
-//                           (uvmpageout); vmfault reads the first back (swapfault) and
-//                           maps the second again (mmapfault), in both policies; fork
-//                           shares the slot of a paged-out page
+//                           (uvmpageout; a page several PTEs map: rmap.c); vmfault reads
+//                           the first back (swapfault) and maps the second again
+//                           (mmapfault), in both policies; fork shares the slot of a
+//                           paged-out page, and with COW_ALLOC=1 the first sharer to read
+//                           it back shares the page (rmap_share)
 //
 // vmfault() decides with resolve() which of lazyfault, cowfault, swapfault and mmapfault
 // handles a fault; when no page can be had, oomretry() (oom.c) reclaims or has the OOM
@@ -148,26 +150,56 @@ swapfault(struct proc *p, uint64 va, pte_t *pte)
   // LAB swap: end
 }
 
+// Contract: how many PTEs from pte (the paged-out PTE for va) on, in its level-0 table and
+// at most SWAP_CLUSTER, are paged out naming the slots that follow its own in order: the
+// most swapfault's read-ahead reads, for rmap_share to look at after it.
+static int
+slotrun(pte_t *pte, uint64 va)
+{
+  int n = 0;
+
+  while(n < SWAP_CLUSTER && PX(0, va) + n < 512 && (pte[n] & PTE_SWAPPED) &&
+        PTE2SLOT(pte[n]) == PTE2SLOT(pte[0]) + n)
+    n++;
+  return n;
+}
+
+// Contract: whether a valid PTE pte lets user code make the access (FAULT_LOAD, _STORE or
+// _FETCH, defs.h): then a fault for it is stale, and trying the access again succeeds.
+static int
+allows(pte_t pte, int access)
+{
+  int need = access == FAULT_STORE ? PTE_W : access == FAULT_FETCH ? PTE_X : PTE_R;
+  return (pte & PTE_U) && (pte & need);
+}
+
 // Contract: one attempt at vmfault's job (below), for page-aligned va. can_sleep is 0
 // when the caller holds a spinlock (and then not p->vmlock): then a paged-out page cannot
 // be read back, nor a file page mapped (-1). With can_sleep, the caller holds p->vmlock
 // (vmfault, and oomretry in oom.c, which tries again after reclaim or the OOM killer).
 int
-resolve(struct proc *p, uint64 va, int is_store, int can_sleep)
+resolve(struct proc *p, uint64 va, int access, int can_sleep)
 {
+  int is_store = access == FAULT_STORE;
   pte_t *pte = walk(p->pagetable, va, 0);
   if(pte && (*pte & PTE_V)){
     if(is_store && (*pte & PTE_U) && (*pte & PTE_COW))
       return cowfault(p, va, pte);
     if(is_store && (*pte & PTE_U) && (*pte & PTE_FILE))
       return mmapfault(p, va, pte);
-    return -1;
+    // Mapped since the access faulted: another process's page-in gave it the page while
+    // it waited for its vmlock or was preempted (rmap_share, kernel/rmap.c).
+    return allows(*pte, access) ? 0 : -1;
   }
-  // Back from swap; a store then takes one more step if the page is COW.
+  // Back from swap, and to the others whose PTEs name the same slots (rmap_share,
+  // kernel/rmap.c); a store then takes one more step if the page is COW.
   if(pte && (*pte & PTE_SWAPPED)){
+    uint64 slot = PTE2SLOT(*pte);
+    int run = slotrun(pte, va);
     if(!can_sleep || swapfault(p, va, pte) != 0)
       return -1;
-    return is_store && (*pte & PTE_W) == 0 ? resolve(p, va, 1, can_sleep) : 0;
+    rmap_share(p, va, pte, slot, run);
+    return is_store && (*pte & PTE_W) == 0 ? resolve(p, va, FAULT_STORE, can_sleep) : 0;
   }
   if(LAZY_ALLOC && va >= p->heapbase && va < p->sz)
     return lazyfault(p, va);
@@ -177,18 +209,21 @@ resolve(struct proc *p, uint64 va, int is_store, int can_sleep)
   // Mapping it may read the file, and mappage() runs under p->vmlock, which vmfault
   // holds only when it can sleep: under a spinlock the access fails instead.
   if(can_sleep && mmapfault(p, va, 0) == 0)
-    return is_store ? resolve(p, va, 1, can_sleep) : 0;
+    return is_store ? resolve(p, va, FAULT_STORE, can_sleep) : 0;
   return -1;
 }
 
 // Contract: resolve a page fault of process p (running on this hart, in its own trap or
-// system call) at user address va; is_store is 1 for a store/AMO (or copyout), 0 for a
-// load or instruction fetch. Returns 0 if the access can be retried, -1 if it cannot
-// (the caller kills p). Never panics on a bad address.
-//   valid user PTE with PTE_COW, is_store               -> cowfault(): copy or reuse
+// system call) at user address va; access is FAULT_STORE for a store/AMO (or copyout),
+// FAULT_LOAD for a load (or copyin), FAULT_FETCH for an instruction fetch (defs.h; a
+// copy's is_store is FAULT_STORE or FAULT_LOAD). Returns 0 if the access can be retried,
+// -1 if it cannot (the caller kills p). Never panics on a bad address.
+//   valid user PTE with PTE_COW, a store                -> cowfault(): copy or reuse
 //                          (COW fork pages, and MAP_PRIVATE file pages in every config)
-//   valid user PTE with PTE_FILE, no PTE_W, is_store    -> mmapfault(): a MAP_SHARED
+//   valid user PTE with PTE_FILE, no PTE_W, a store     -> mmapfault(): a MAP_SHARED
 //                          writable page becomes writable (and dirty); else -1
+//   valid user PTE that allows the access               -> 0: mapped meanwhile by
+//                          another process's page-in (rmap_share)
 //   paged-out PTE (any configuration, with swap)        -> swapfault(): read back
 //   no valid PTE, heapbase <= va < sz, LAZY_ALLOC=1     -> lazyfault(): zeroed page
 //   no valid PTE, va in an mmap region (LAZY_ALLOC=1, or a page reclaim dropped)
@@ -204,20 +239,20 @@ resolve(struct proc *p, uint64 va, int is_store, int can_sleep)
 // tries again once it has exited (those retries: oomretry, oom.c). So p dies for memory
 // only as the largest.
 int
-vmfault(struct proc *p, uint64 va, int is_store)
+vmfault(struct proc *p, uint64 va, int access)
 {
   if(va >= MAXVA)
     return -1;
   va = PGROUNDDOWN(va);
 
   if(holding_spinlocks())
-    return resolve(p, va, is_store, 0);
+    return resolve(p, va, access, 0);
   // Nothing that copies to or from user memory holds its own vmlock (kernel/locks.h).
   if(holdingsleep(&p->vmlock))
     panic("vmfault: vmlock held");
   acquiresleep(&p->vmlock);
   vmreserve(SWAP_CLUSTER);   // room for a page-in's read-ahead
-  int r = oomretry(p, va, is_store);
+  int r = oomretry(p, va, access);
   releasesleep(&p->vmlock);
   return r;
 }

@@ -41,9 +41,14 @@
 //                   its holder takes its own vmlock again [largest].
 //                 p->vmlock of another process
 //                     by tryacquiresleep only, never waited for [visit, under
-//                     hand.lock; victim_pages, under oomlock]
+//                     hand.lock; victim_pages, under oomlock; lockset (rmap.c), for a
+//                     shared page: under hand.lock and the visited one's
+//                     (rmap_pageout), or under the faulter's own (rmap_share)]. Several
+//                     at once only so.
 //
-// Spinlocks, all below every sleeplock, outermost first:
+// Spinlocks, all below every sleeplock, outermost first. Several p->locks at once cannot
+// deadlock: each is taken only by a holder of that process's vmlock, which is exclusive,
+// and in proc[] order; the others who take a p->lock hold no other p->lock meanwhile.
 //
 //   wait_lock (proc.c)         every p->parent; orders wait() against exit()
 //   tickslock (trap.c)         ticks
@@ -60,7 +65,9 @@
 //   p->lock (proc.h)           state, chan, killed, xstate, pid. sleep() and wakeup()
 //                              take it under the lock their caller holds: wait_lock,
 //                              tickslock, cons.lock, tx_lock, a pipe's, d->lock,
-//                              log.lock or lk->lk.
+//                              log.lock or lk->lk. Several at once only in proc[]
+//                              order, each with its process's vmlock held [lockset,
+//                              rmap.c]; everyone else holds one at a time.
 //   pid_lock (proc.c)          nextpid [under p->lock: allocproc]
 //   swap.lock (swap.c)         the swap slots and counters [under p->lock: visit,
 //                              freeproc]
@@ -77,15 +84,20 @@
 // iput (an unlinked inode's last reference, under itable.lock) and breadahead (buffers
 // with refcnt 0, under bcache.lock).
 //
-// The vmlock. Only its owner ever waits for a p->vmlock. Reclaim [visit] and the OOM
-// killer [victim_pages] take another process's with tryacquiresleep and pass it by when
-// it is busy; while they hold it they take only spinlocks (q->lock, swap.lock,
-// pcache.lock, kmem.lock) and write to the swap disk, never an inode, buffer, log, hand
-// or OOM lock. So a process may wait for its own vmlock under whatever a copy holds when
-// it faults (the log or ip->lock: readi, writei, and argstr inside begin_op), the
-// reverse of exit's order, and still no cycle forms: the only others who hold it wait
-// for none of those. A faulter lets go of its own around oomkill() (oomretry, oom.c), so
-// that the killer can size it.
+// The vmlock. Only its owner ever waits for a p->vmlock, and nobody waits for a second
+// vmlock while holding one: reclaim [visit; rmap_pageout -> lockset] and the OOM killer
+// [victim_pages] take another process's with tryacquiresleep and pass it by when it is
+// busy, and so does a page-in that shares its page with the slot's other PTEs
+// [rmap_share -> lockset], which holds its own. lockset panics if it is called holding a
+// spinlock or without the vmlock it builds on, and lockedpte if it is asked for a PTE of
+// a process in the set whose p->lock is not held.
+// While they hold another's vmlock they take only spinlocks (q->lock, several p->locks
+// in proc[] order, swap.lock, pcache.lock, kmem.lock) and write to the swap disk, never
+// an inode, buffer, log, hand or OOM lock. So a process may wait for its own vmlock
+// under whatever a copy holds when it faults (the log or ip->lock: readi, writei, and
+// argstr inside begin_op), the reverse of exit's order, and still no cycle forms: the
+// only others who hold it wait for none of those. A faulter lets go of its own around
+// oomkill() (oomretry, oom.c), so that the killer can size it.
 //
 // Faults in copyin/copyout. A copy to or from user memory may fault (userpte ->
 // vmfault), and the fault may sleep and take the caller's vmlock, hand.lock, oomlock

@@ -31,4 +31,6 @@ struct memstat {
   uint64 dropped_file_pages; // clean file pages reclaim unmapped since boot (whole system)
   uint64 paged_in;           // this process: pages read back from swap by its faults
   uint64 paged_out;          // this process: its pages reclaim wrote to swap
+  uint64 swap_outs_shared;   // of swap_outs, pages more than one PTE mapped (COW-shared after
+                             // fork), each written once for all of them (whole system)
 };

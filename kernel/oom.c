@@ -193,13 +193,13 @@ oomkill(struct proc *p)
 // holds p->vmlock (panics otherwise) and no spinlock; p's vmlock is let go of around each
 // oomkill(), so p's page table may have changed when resolve() runs again.
 int
-oomretry(struct proc *p, uint64 va, int is_store)
+oomretry(struct proc *p, uint64 va, int access)
 {
   if(!holdingsleep(&p->vmlock))
     panic("oomretry: vmlock");
   int r;
   p->nomem = 0;
-  while((r = resolve(p, va, is_store, 1)) != 0 && kfreepages() < swap_low() &&
+  while((r = resolve(p, va, access, 1)) != 0 && kfreepages() < swap_low() &&
         reclaim(RECLAIM_BATCH) > 0)
     p->nomem = 0;
   // Out of memory, swap included: the largest process dies instead of p if p is not it
@@ -213,7 +213,7 @@ oomretry(struct proc *p, uint64 va, int is_store)
     if(!retry)
       break;
     p->nomem = 0;
-    r = resolve(p, va, is_store, 1);
+    r = resolve(p, va, access, 1);
   }
   return r;
 }

@@ -6,18 +6,22 @@
 // paged-out PTEs (riscv.h) that name s; 0 means free. A slot is written once, when
 // reclaim pages a page out into it, and is only read after that: fork copies a paged-out
 // PTE and takes one more reference (swap_dup), a page-in or an unmap gives one back
-// (swap_put), and the last one frees the slot. So a parent and a child that share a slot
-// each read their own private copy back, in both COW_ALLOC configurations.
+// (swap_put), and the last one frees the slot. With COW_ALLOC=0 a parent and a child that
+// share a slot each read their own private copy back; with COW_ALLOC=1 the first to fault
+// shares the page it read with the others (rmap_share, kernel/rmap.c).
 //
 // Reclaim is a clock (second chance) over the resident user pages of every process. The
 // hand is (process slot, user address). A page the hand passes with PTE_A set (the MMU
 // sets it on every access) loses the bit; one still clear when the hand comes round again
 // was not touched for a whole turn and goes: a clean file page is dropped (it comes back
 // from the page cache or the file, at no write), an anonymous page that p's PTE alone
-// maps is paged out (see uvmpageout below for the pages it leaves alone, and why).
+// maps is paged out (see uvmpageout below for the pages it leaves alone, and why), and an
+// anonymous page that several PTEs map (COW fork shared it) goes out once for all of
+// them, judged by all their accessed bits: the reverse map, kernel/rmap.c, finds and
+// changes those PTEs (rmap_pageout).
 //
 // Why paging out another process's page is safe (vm.c's "only the owner changes its
-// page table" gains this one exception):
+// page table" gains this exception, and rmap.c's page-in its twin):
 //   - Reclaim holds the victim's vmlock, as every operation of a process on its own page
 //     table that may sleep does, and never waits for it (kernel/locks.h, "The vmlock").
 //   - Another process is paged out only while it is not RUNNING, checked under p->lock,
@@ -29,9 +33,15 @@
 //     waits for the vmlock, so it reads the slot only after the write has finished. The
 //     reclaimer owns the page from the PTE change on, and frees it after the write.
 //
+//   - A shared page's other mappers are changed under the same rules (kernel/rmap.c):
+//     their vmlocks are tried and their p->locks taken, so they cannot run meanwhile,
+//     and the vmlock of each one whose PTE now names the slot is held until the slot is
+//     written.
+//
 // Locking: swap.lock (a spinlock) protects the slot table and the counters. hand.lock (a
 // sleeplock: reclaim sleeps on the disk while it holds it) serialises reclaimers and
-// protects the hand. Their order with the other locks: kernel/locks.h.
+// protects the hand and its list of shared pages. Their order with the other locks:
+// kernel/locks.h.
 //
 // The `// LAB swap:` comments mark what the swap lab's students write (the slot table
 // and the page-out choice here, the page-in in fault.c, fork's share of a slot in vm.c);
@@ -74,12 +84,15 @@ static struct {
   uint64 ins;         // pages read back since boot
   uint64 outs;        // pages written out since boot
   uint64 dropped;     // clean file pages unmapped since boot
+  uint64 sharedouts;  // of outs, pages several PTEs mapped (rmap_pageout)
 } swap;
 
 static struct {
   struct sleeplock lock;
   int proc;           // index in proc[] of the process the hand is in
   uint64 va;          // where in that process it looks next
+  uint64 shared[SCAN_STEP];   // this visit's pages several PTEs map, for rmap_pageout
+  int nshared;
 } hand;
 
 // Contract: the reference count of slot s. Caller holds swap.lock.
@@ -172,6 +185,19 @@ swap_put(uint64 s)
   // LAB swap: end
 }
 
+// Contract: whether any of slots s .. s+n-1 has a reference (a PTE still names it).
+int
+swap_held(uint64 s, int n)
+{
+  int held = 0;
+
+  acquire(&swap.lock);
+  for(int i = 0; i < n && !held; i++)
+    held = s + i < swap.nslots && *ref(s + i) > 0;
+  release(&swap.lock);
+  return held;
+}
+
 // Contract: read slots s .. s+n-1 into pages pa[0..n), in one request (n <= VIRTIO_MAXBUFS).
 // Sleeps (process context, no spinlock held); the caller holds the vmlock of the process
 // whose PTEs name the slots, so they were written.
@@ -186,6 +212,17 @@ swap_read(uint64 s, char **pa, int n)
   release(&swap.lock);
 }
 
+// Contract: whether pte maps a page no file backs that has more than one reference: a
+// page COW fork shared, which rmap_pageout judges with all its PTEs. Read without
+// kmem.lock (ksoleref): a count that falls meanwhile only sends the page to rmap_pageout,
+// which counts again under the locks of its mappers.
+static int
+sharedanon(pte_t pte)
+{
+  return (pte & (PTE_V | PTE_U | PTE_FILE)) == (PTE_V | PTE_U) &&
+         !ksoleref((void *)PTE2PA(pte));
+}
+
 // Contract: one step of reclaim's clock (below) over the user leaves of pagetable, from
 // page-aligned va up to TRAPFRAME, one level-0 table at a time. It looks at up to
 // maxscan PTEs (holes and paged-out ones included) or until nout pages are chosen. A
@@ -193,9 +230,11 @@ swap_read(uint64 s, char **pa, int n)
 // PTE_A clear goes if it is
 //   - a clean file page (PTE_FILE without PTE_W: not stored to through MAP_SHARED):
 //     dropped, its PTE a hole again, which vmfault maps again from the page cache; or
-//   - anonymous, with this PTE its only reference (a page shared by COW fork stays: the
-//     other PTEs that map it cannot be found from the page, and paging out one of them
-//     would free nothing), and a swap slot is free: paged out, its PTE naming the slot.
+//   - anonymous, with this PTE its only reference, and a swap slot is free: paged out,
+//     its PTE naming the slot.
+// An anonymous page with more than one reference (sharedanon) is not judged here: its va
+// goes to shared[] (*nshared of them, at most maxscan), for rmap_pageout to judge with
+// all its PTEs; one whose PTE_A is clear here counts against nout, as it may go.
 // out[] gets the page (the PTE's reference, now the caller's), the slot (NOSLOT for a
 // dropped file page) and va. *n = pages chosen, *nscan = PTEs seen (a region without a
 // table counts as one). Returns where to go on, or 0 once past the end.
@@ -203,10 +242,13 @@ swap_read(uint64 s, char **pa, int n)
 // elsewhere; it flushes the TLB.
 static uint64
 uvmpageout(pagetable_t pagetable, uint64 va, int maxscan, struct pageout *out, int nout,
-           int *n, int *nscan)
+           int *n, int *nscan, uint64 *shared, int *nshared)
 {
+  int cold = 0;   // entries of shared[] with PTE_A clear
+
   *n = 0;
   *nscan = 0;
+  *nshared = 0;
   while(va < TRAPFRAME){
     uint64 end = nextregion(pagetable, va);
     pte_t *pte = walk(pagetable, va, 0);
@@ -216,9 +258,14 @@ uvmpageout(pagetable_t pagetable, uint64 va, int maxscan, struct pageout *out, i
       continue;
     }
     for(; va < end && va < TRAPFRAME; va += PGSIZE, pte++){
-      if(*nscan >= maxscan || *n >= nout)
+      if(*nscan >= maxscan || *n + cold >= nout)
         return va;
       (*nscan)++;
+      if(sharedanon(*pte)){
+        cold += (*pte & PTE_A) == 0;
+        shared[(*nshared)++] = va;
+        continue;
+      }
       // LAB swap: begin the clock's choice for this PTE: second chance, drop or page out
       if((*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
         continue;
@@ -248,12 +295,15 @@ uvmpageout(pagetable_t pagetable, uint64 va, int maxscan, struct pageout *out, i
 }
 
 // Contract: write each anonymous out[i].pa to its slot; then give back every page's
-// reference (the one its PTE owned), and for a dropped file page of q let the page cache
-// free the page if no other PTE maps it. Pages bound for consecutive slots go in one
-// request. Sleeps; the caller holds q's vmlock, so q's regions stay as they are (and
-// q->paged_out is the caller's to add to).
+// reference (the one its PTE owned; of a shared page, the last of its PTEs'), and for a
+// dropped file page of q let the page cache free the page if no other PTE maps it. Pages
+// bound for consecutive slots go in one request. Sleeps; the caller holds q's vmlock, so
+// q's regions stay as they are (and q->paged_out is the caller's to add to), and that of
+// every other process whose PTE names one of the slots (rmap_pageout), so that none
+// reads a slot before it is written. The last nshared of out[] are pages several PTEs
+// mapped (counted in swap_outs_shared).
 static void
-writeout(struct proc *q, struct pageout *out, int n)
+writeout(struct proc *q, struct pageout *out, int n, int nshared)
 {
   if(!holdingsleep(&q->vmlock))
     panic("writeout: vmlock");
@@ -281,13 +331,14 @@ writeout(struct proc *q, struct pageout *out, int n)
   acquire(&swap.lock);
   swap.outs += nout;
   swap.dropped += n - nout;
+  swap.sharedouts += nshared;
   release(&swap.lock);
 }
 
 // Contract: one visit of the hand to process q: page out up to want of its pages from
-// hand.va on (uvmpageout chooses them), write them and free them. Returns the pages
-// freed; *scanned is the PTEs looked at (1 for a process it could not visit). Caller
-// holds hand.lock and is process me.
+// hand.va on (uvmpageout chooses them, rmap_pageout those q shares with others), write
+// them and free them. Returns the pages freed; *scanned is the PTEs looked at (1 for a
+// process it could not visit). Caller holds hand.lock and is process me.
 static int
 visit(struct proc *q, struct proc *me, int want, int *scanned)
 {
@@ -300,15 +351,23 @@ visit(struct proc *q, struct proc *me, int want, int *scanned)
     hand.va = 0;
     return 0;
   }
+  uint64 kept = 0;   // other processes whose vmlocks rmap_pageout still holds
+  int shared = 0;
+  hand.nshared = 0;
   acquire(&q->lock);
   if((q == me || q->state == SLEEPING || q->state == RUNNABLE) && q->pagetable)
-    hand.va = uvmpageout(q->pagetable, hand.va, SCAN_STEP, out, want, &n, scanned);
+    hand.va = uvmpageout(q->pagetable, hand.va, SCAN_STEP, out, want, &n, scanned,
+                         hand.shared, &hand.nshared);
   else
     hand.va = 0;
   release(&q->lock);
+  if(hand.nshared > 0)
+    shared = rmap_pageout(q, me, hand.shared, hand.nshared, out + n, want - n, &kept);
+  n += shared;
   if(q == me)
     sfence_vma();   // our own PTEs lost PTE_A or were paged out
-  writeout(q, out, n);
+  writeout(q, out, n, shared);
+  rmap_release(kept);   // the other sharers' vmlocks, now that their slots are written
   if(q != me)
     releasesleep(&q->vmlock);
   return n;
@@ -393,5 +452,6 @@ swapstat(struct memstat *ms)
   ms->swap_ins = swap.ins;
   ms->swap_outs = swap.outs;
   ms->dropped_file_pages = swap.dropped;
+  ms->swap_outs_shared = swap.sharedouts;
   release(&swap.lock);
 }

@@ -100,7 +100,9 @@ usertrap(void)
     // handled
   } else if(scause == SCAUSE_INST_PAGE || scause == SCAUSE_LOAD_PAGE ||
             scause == SCAUSE_STORE_PAGE){
-    if(vmfault(p, stval, scause == SCAUSE_STORE_PAGE) < 0 && !killed(p))
+    int access = scause == SCAUSE_STORE_PAGE ? FAULT_STORE :
+                 scause == SCAUSE_INST_PAGE ? FAULT_FETCH : FAULT_LOAD;
+    if(vmfault(p, stval, access) < 0 && !killed(p))
       user_fault(p, scause, stval);   // (a p the OOM killer chose meanwhile has its line)
   } else {
     user_fault(p, scause, stval);

@@ -33,11 +33,13 @@
 //     owns one reference to its swap slot instead of a page (swap.c).
 //   - Only the process that owns a page table changes it while the process lives
 //     (its own system calls and faults, on one hart at a time); exec and exit change
-//     tables nobody else can see. The one exception is reclaim, which pages out the
-//     pages of a process only while it is not running (swap.c). So every operation here
-//     or in the fault path (fault.c) that may sleep or be preempted between reading a PTE
-//     and using it runs under the owner's vmlock (kernel/locks.h), and copyuser() uses a
-//     user page with interrupts off.
+//     tables nobody else can see. The exceptions are reclaim, which pages out the pages
+//     of a process only while it is not running (swap.c), and a page-in that maps the
+//     page it read in the other processes whose PTEs name the same slot, also only while
+//     they are not running (rmap.c); a fault that such a page-in has made stale is tried
+//     again (fault.c resolve). So every operation here or in the fault path (fault.c) that
+//     may sleep or be preempted between reading a PTE and using it runs under the owner's
+//     vmlock (kernel/locks.h), and copyuser() uses a user page with interrupts off.
 #include "kernel/types.h"
 #include "kernel/param.h"
 #include "kernel/memlayout.h"

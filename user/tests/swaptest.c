@@ -4,7 +4,7 @@
 //
 //   swaptest           run every test
 //   swaptest -q        the quick ones (all but full)
-//   swaptest NAME...   only those: pattern, bigsbrk, fork, exit, full
+//   swaptest NAME...   only those: pattern, bigsbrk, fork, exit, sharedcold, full
 //
 // The first line says what the kernel has (swaptest: total_pages=.. swap_slots=.. ...). Then
 // one line per test, "test NAME: OK key=value ..." with the numbers it saw, or "test NAME:
@@ -324,6 +324,111 @@ static void exittest(void)
           delta(m0.swap_ins, m1.swap_ins));
 }
 
+// The scene of docs/memory.md's "Pages several processes map", scaled to RAM (MEMSIZE=128: a
+// 90 MiB region, a 40 MiB working set): the parent writes the region and forks; the child
+// reads every word of it and blocks in read(); the parent walks a working set of its own
+// SHARED_WALKS times, one word a page, each walk timed. With COW_ALLOC=1 the region is one
+// copy that both map, cold, so reclaim must page it out (swap_outs_shared) rather than the
+// working set, and the last walk reads next to nothing back (with COW_ALLOC=0 the region is
+// two private copies, cold as well). Then the child checks every word of the region again
+// and exits, and the parent checks every word of the region and of the working set.
+#define SHARED_WALKS 6
+
+// The child's side: every word of the region, a byte on ready, wait for a byte on go, every
+// word again. Exit status 0, or 10 + which read saw a wrong word.
+static void sharedchild(char *p, uint64 n, int ready, int go)
+{
+  char c = 0;
+  int bad = verify(p, 0, n, 1, SEED_A) ? 10 : 0;
+  if (write(ready, "r", 1) != 1 || read(go, &c, 1) != 1)
+    exit(12);
+  if (!bad && verify(p, 0, n, 1, SEED_A))
+    bad = 11;
+  exit(bad);
+}
+
+// Walk one word of each of the n pages at ws: the microseconds it took; *bad counts wrong words.
+static uint64 walk(char *ws, uint64 n, uint64 *bad)
+{
+  uint64 t0 = clock_us();
+  for (uint64 pg = 0; pg < n; pg++)
+    if (*(uint64 *)(ws + pg * PGSIZE) != word_at(SEED_B, pg, 0))
+      (*bad)++;
+  return clock_us() - t0;
+}
+
+static void sharedcold(void)
+{
+  struct memstat m0, m1, m2, m3;
+  uint64 n, nws, us[SHARED_WALKS], walkbad = 0, bad;
+  long last_ins, shared_outs, outs;
+  int ready[2], go[2], pid, st = -99;
+  char c, *p, *ws, times[8 * SHARED_WALKS];
+
+  msnap2(&m0);
+  n = (uint64)m0.memsize_mb * 256 * 90 / 128;
+  nws = (uint64)m0.memsize_mb * 256 * 40 / 128;
+  uint64 need = (m0.cow_alloc ? n : 2 * n) + nws + m0.total_pages / 16 + 256;
+  CHECK(m0.free_pages + m0.swap_slots - m0.swap_slots_used > need,
+        "too little swap: %ld free pages and %ld free slots, %ld wanted", (long)m0.free_pages,
+        (long)(m0.swap_slots - m0.swap_slots_used), (long)need);
+  p = grow(n);
+  fill(p, 0, n, 1, SEED_A);
+  CHECK(pipe(ready) == 0 && pipe(go) == 0, "pipe");
+  pid = fork();
+  CHECK(pid >= 0, "fork of a %ld-page process failed", (long)n);
+  if (pid == 0) {
+    close(ready[0]);
+    close(go[1]);
+    sharedchild(p, n, ready[1], go[0]);
+  }
+  close(ready[1]);
+  close(go[0]);
+  CHECK(read(ready[0], &c, 1) == 1, "the child died before it had read the region");
+  msnap(&m1);
+  ws = grow(nws);
+  fill(ws, 0, nws, 1, SEED_B);
+  for (int i = 0; i < SHARED_WALKS; i++) {
+    if (i == SHARED_WALKS - 1)
+      msnap(&m2);
+    us[i] = walk(ws, nws, &walkbad);
+  }
+  msnap(&m3);
+  last_ins = delta(m2.paged_in, m3.paged_in);
+  shared_outs = delta(m1.swap_outs_shared, m3.swap_outs_shared);
+  outs = delta(m1.swap_outs, m3.swap_outs);
+  times[0] = 0;
+  for (int i = 0; i < SHARED_WALKS; i++)
+    snprintf(times + strlen(times), sizeof(times) - strlen(times), "%s%ld", i ? "," : "",
+             (long)(us[i] / 1000));
+  CHECK(write(go[1], "g", 1) == 1, "write to the child");
+  CHECK(wait(&st) == pid, "wait returned the wrong pid");
+  CHECK(st == 0, "child status %d (10: it read the region wrong before the walks, 11: after "
+        "them, 12: its pipes failed)", st);
+  bad = verify(p, 0, n, 1, SEED_A);
+  CHECK(bad == 0 && walkbad == 0, "parent: %ld words of the region wrong (first: page %ld "
+        "word %ld), %ld of the working set's walks", (long)bad, (long)bad_page,
+        (long)bad_word, (long)walkbad);
+  bad = verify(ws, 0, nws, 1, SEED_B);
+  CHECK(bad == 0, "parent: %ld words of the working set wrong", (long)bad);
+  CHECK(!m0.cow_alloc || shared_outs > 0,
+        "COW: %ld shared pages the child sleeps on, %ld working-set pages walked (walk_ms=%s), "
+        "RAM %ld: no shared page was paged out", (long)n, (long)nws, times,
+        (long)m0.total_pages);
+  CHECK(last_ins <= (long)nws / 8, "the last walk read %ld of the working set's %ld pages "
+        "back (walk_ms=%s): reclaim took the working set, not the cold region", last_ins,
+        (long)nws, times);
+  close(ready[0]);
+  close(go[1]);
+  shrink(nws);
+  shrink(n);
+  msnap(&m3);
+  check_returned(&m0, &m3, "after the child was reaped and both heaps freed");
+  fprintf(stats_fd, "pages=%ld ws_pages=%ld walk_ms=%s last_walk_us=%ld last_walk_ins=%ld "
+          "shared_outs=%ld swap_outs=%ld bad_words=0", (long)n, (long)nws, times,
+          (long)us[SHARED_WALKS - 1], last_ins, shared_outs, outs);
+}
+
 // A child wants more than RAM and swap together. LAZY_ALLOC=1: its sbrk succeeds and the
 // fault that finds both full kills it (status -1). LAZY_ALLOC=0: an sbrk fails once both are
 // full, changing nothing, and it exits 8 (9: never refused; 10: the failed sbrk changed its
@@ -394,6 +499,7 @@ static const struct swtest tests[] = {
   { "bigsbrk", bigsbrk, 1 },
   { "fork", forktest, 1 },
   { "exit", exittest, 1 },
+  { "sharedcold", sharedcold, 1 },
   { "full", full, 0 },
   { 0, 0, 0 },
 };
@@ -460,7 +566,7 @@ int main(int argc, char **argv)
     for (const struct swtest *t = tests; t->name; t++)
       known |= strcmp(argv[i], t->name) == 0;
     if (!known) {
-      printf("swaptest: no test named %s (pattern, bigsbrk, fork, exit, full)\n"
+      printf("swaptest: no test named %s (pattern, bigsbrk, fork, exit, sharedcold, full)\n"
              "SOME TESTS FAILED\n",
              argv[i]);
       exit(1);
