@@ -94,4 +94,4 @@ def test_gdb_breaks_in_vmfault_on_a_lazy_fault(build_kernel, tmp_path):
     assert names[:1] == ["vmfault"] and "usertrap" in names, out  # a fault from user code
     assert "Breakpoint 1, vmfault" in out, out
     # the build keeps debug information: gdb knows the breakpoint's file and line
-    assert re.search(r"Breakpoint 1 at 0x[0-9a-f]+: file kernel/vm\.c, line \d+\.", out), out
+    assert re.search(r"Breakpoint 1 at 0x[0-9a-f]+: file kernel/fault\.c, line \d+\.", out), out
