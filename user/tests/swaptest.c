@@ -177,8 +177,8 @@ static uint64 nwords(uint64 first, uint64 n, uint64 step)
 
 static int stats_fd = -1;  // where a test writes its "key=value ..." line for the runner
 
-// 3x RAM in one heap: every word written, every word read back; the swap counters moved; the
-// shrink gives every frame and slot back.
+// 2x RAM in one heap (half of it can only live in swap): every word written, every word read
+// back; the swap counters moved; the shrink gives every frame and slot back.
 static void patterntest(void)
 {
   struct memstat m0, m1, m2, m3;
@@ -186,7 +186,7 @@ static void patterntest(void)
   char *p;
 
   msnap2(&m0);
-  n = fit(&m0, 3 * m0.total_pages, 8);
+  n = fit(&m0, 2 * m0.total_pages, 8);
   p = grow(n);
   fill(p, 0, n, 1, SEED_A);
   msnap(&m1);
@@ -250,7 +250,7 @@ static void bigsbrk(void)
           delta(m0.swap_ins, m2.swap_ins));
 }
 
-// A 2x RAM heap forked: the child sees every word, overwrites every 8th page and reads its
+// A 1.5x RAM heap forked: the child sees every word, overwrites every 8th page and reads its
 // own writes; the parent's pattern is untouched. With COW_ALLOC=0 the fork copies it all.
 static void forktest(void)
 {
@@ -260,7 +260,7 @@ static void forktest(void)
   char *p;
 
   msnap2(&m0);
-  n = fit(&m0, 2 * m0.total_pages, m0.cow_alloc ? 9 : 16);
+  n = fit(&m0, m0.total_pages * 3 / 2, m0.cow_alloc ? 9 : 16);
   p = grow(n);
   fill(p, 0, n, 1, SEED_A);
   pid = fork();
@@ -282,7 +282,7 @@ static void forktest(void)
   msnap(&m2);
   CHECK(bad == 0, "parent: %ld words wrong after the child's writes; first: page %ld word %ld",
         (long)bad, (long)bad_page, (long)bad_word);
-  CHECK(delta(m0.swap_outs, m2.swap_outs) > 0, "no swap_outs with 2x RAM in use");
+  CHECK(delta(m0.swap_outs, m2.swap_outs) > 0, "no swap_outs with more than RAM in use");
   shrink(n);
   msnap(&m2);
   check_returned(&m0, &m2, "after the child was reaped and the heap freed");

@@ -41,7 +41,7 @@ class CheckSpec:
 
 
 # The swap disk of a check that needs swap: SWAP_PER_RAM times the RAM, so that swaptest's
-# tests get their full sizes (3x RAM in one heap, a copying fork of 2x RAM; docs/testing.md).
+# tests get their full sizes (2x RAM in one heap, a copying fork of 1.5x RAM; docs/testing.md).
 SWAP_PER_RAM = 4
 # The RAM a swap check boots with, at most: swap's subject is moving pages between RAM and
 # the disk, which 128 MiB shows as well as 2 GiB, and swaptest fills RAM several times over
