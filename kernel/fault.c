@@ -180,8 +180,6 @@ allows(pte_t pte, int access)
 int
 resolve(struct proc *p, uint64 va, int access, int can_sleep)
 {
-  if(can_sleep && !holdingsleep(&p->vmlock))
-    panic("resolve: vmlock");
   int is_store = access == FAULT_STORE;
   pte_t *pte = walk(p->pagetable, va, 0);
   if(pte && (*pte & PTE_V)){

@@ -345,8 +345,6 @@ visit(struct proc *q, struct proc *me, int want, int *scanned)
   struct pageout out[RECLAIM_BATCH];
   int n = 0;
 
-  if(!holdingsleep(&hand.lock))
-    panic("visit: hand.lock");
   *scanned = 1;
   int locked = q == me ? holdingsleep(&q->vmlock) : tryacquiresleep(&q->vmlock);
   if(!locked){
