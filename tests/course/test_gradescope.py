@@ -26,6 +26,8 @@ from nexos.course.lab.submission import extract_zip
 from support import BY_DESIGN, SMOLLM2_GGUF
 
 REPO = Path(__file__).resolve().parents[2]
+# The autograder and the starter are made once: one worker runs them all (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("gradescope")
 SCHEMA = json.loads((REPO / "tests/data/gradescope-results.schema.json").read_text())
 HIDDEN = REPO / "tests/data/hidden"
 CFG = "lazy1-cow0"

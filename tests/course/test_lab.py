@@ -38,6 +38,8 @@ from nexos.parse import find_panic
 from support import BY_DESIGN, SMOLLM2_GGUF
 
 REPO = Path(__file__).resolve().parents[2]
+# The starter trees are built once: one worker runs them all (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("lab")
 EAGER, LAZY, COW, BOTH = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(0, 1), BuildConfig(1, 1)
 
 

@@ -56,7 +56,8 @@ def runs(request: pytest.FixtureRequest, build_kernel) -> tuple[BuildConfig, Ser
 _calm: list[ServeResult] = []
 
 
-pytestmark = pytest.mark.long
+# long; the calm reference run is made once: one worker runs them all (tests/conftest.py)
+pytestmark = [pytest.mark.long, pytest.mark.xdist_group("overcommit")]
 
 
 def test_every_request_completes_with_the_calm_answers(runs) -> None:  # type: ignore[no-untyped-def]
