@@ -209,6 +209,7 @@ def test_the_hog_goes_with_swap():
     (["--configs", ","], 2, "names no configuration"),
     (["--swap", "-5"], 2, "--swap"),
     (["--cpus", "0"], 2, "--cpus"),
+    (["--jobs", "0"], 2, "--jobs"),
     (["--mem", "64"], 1, "MEMSIZE must be between"),
     (["--bogus"], 2, "No such option"),
 ])
@@ -252,7 +253,8 @@ ROW_RE = re.compile(r"^\s*(lazy\d-cow\d) +\d+ +0 +\d+ +(\d+) +\d+ +\d+ +0 +0 +0 
 @pytest.mark.long
 def test_readme_nexos_fuzz_at_its_defaults(build_kernel):
     """The README's `nexos fuzz`, with no option given (each optional one in brackets): all
-    four configurations, 15 s each on two harts, every one clean with nothing leaked."""
+    four configurations, 15 s each on two harts, as many side by side as the host has
+    cores, every one clean with nothing leaked."""
     words = readme_fuzz_line()
     assert words[:2] == ["nexos", "fuzz"], words
     assert all(w.startswith("[") or w.endswith("]") for w in words[2:]), words

@@ -94,12 +94,14 @@ def test_swap_pages_out_where_recompute_kills(runs) -> None:  # type: ignore[no-
     assert ps is not None
     if cfg.swapsize:
         assert ps.recomputed == 0 and ps.recomputed_tokens == 0
-        assert ps.swap_outs > 0 and ps.swap_ins > 0
+        assert ps.swap_outs > 0
         if cfg.lazy:
-            # An eager kernel's worker holds its vmlock through its whole sbrk, and reclaim
-            # passes a process whose vmlock is busy (kernel/locks.h): there the pages that
-            # go out may all be the server's (docs/fuzz.md, "Known findings").
-            assert sum(p.paged_out for p in pressed.pressure) > 0
+            # the workers' own KV pages went out and came back. An eager kernel's worker
+            # holds its vmlock through its whole sbrk, and reclaim passes a process whose
+            # vmlock is busy (kernel/locks.h): there the pages that go out may all be the
+            # server's, which it need not touch again before it exits (docs/fuzz.md,
+            # "Known findings").
+            assert ps.swap_ins > 0 and sum(p.paged_out for p in pressed.pressure) > 0
         assert "usertrap: " not in console
     else:
         assert ps.swap_outs == ps.swap_ins == ps.dropped_file_pages == 0

@@ -19,6 +19,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -28,7 +29,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from nexos.clikit import OptionError, err, mem_opt, nobuild_opt, out, prepare, swap_opt
-from nexos.machine.config import ALL_CONFIGS, DEFAULT_MEMSIZE, MAX_CPUS, BuildConfig, ConfigError
+from nexos.machine.config import (
+    ALL_CONFIGS,
+    DEFAULT_MEMSIZE,
+    MAX_CPUS,
+    BuildConfig,
+    ConfigError,
+    host_cores,
+)
 from nexos.machine.limits import CHECKOUT, read_defines
 from nexos.machine.qemu import KernelPanic, QemuError, QemuExited, QemuSession, QemuTimeout
 from nexos.parse import ParseError, find_panic, find_usertraps, parse_test_verdict
@@ -254,12 +262,15 @@ def fuzz_cpus() -> int:
               show_default=True, help="Worker processes at once.")
 @click.option("--cpus", type=click.IntRange(1, MAX_CPUS), default=fuzz_cpus(),
               show_default=True, help="Harts (-smp).")
+@click.option("--jobs", type=click.IntRange(1), default=host_cores(), show_default=True,
+              help="Configurations fuzzed at once, each in its own QEMU (default: the "
+                   "host's cores).")
 @swap_opt
 @mem_opt
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
 @nobuild_opt
 def fuzz(minutes: float, configs: list[tuple[int, int]], seed: int, procs: int, cpus: int,
-         swapsize: int, memsize: int, as_json: bool, no_build: bool) -> None:
+         jobs: int, swapsize: int, memsize: int, as_json: bool, no_build: bool) -> None:
     """Random system calls with hostile arguments from several processes (user/tests/fuzz.c),
     then a check that every page, swap slot and page-cache page came back; per
     configuration. Exit status 1 when any configuration is not clean (a FAIL line, a
@@ -268,13 +279,17 @@ def fuzz(minutes: float, configs: list[tuple[int, int]], seed: int, procs: int, 
     seconds = max(1, round(minutes * 60))
     cfgs = [BuildConfig(lazy, cow, memsize, cpus, swapsize) for lazy, cow in configs]
     repo = prepare(cfgs, False, no_build)
-    records = []
-    for cfg in cfgs:
+
+    def one(cfg: BuildConfig) -> FuzzRecord:
         rec = run_fuzz(cfg, repo, seconds, seed, procs)
-        records.append(rec)
         mark = ("[green]clean[/green]" if rec.problem is None
                 else f"[red]{escape(rec.problem)}[/red]")
         err.print(f"{cfg.name}: {mark} ({rec.seconds:.0f}s)", highlight=False, soft_wrap=True)
+        return rec
+    # a run is timed, not counted: side by side, the configurations take less wall time
+    # (each QEMU dies with the thread that started it, after its run)
+    with ThreadPoolExecutor(max_workers=min(jobs, len(cfgs))) as pool:
+        records = list(pool.map(one, cfgs))
     if as_json:
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
     else:
