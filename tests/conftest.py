@@ -59,11 +59,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.qemu)
         if item.get_closest_marker("qemu") is None:
             item.add_marker(pytest.mark.quick)   # the quick tier: everything that boots nothing
-    # the tests marked `long` (minutes each) and the groups one worker runs whole first, so
-    # that the two workers of -n 2 are not left with one of them at the end while the other
-    # idles (docs/testing.md, "Keeping it fast")
-    items.sort(key=lambda item: item.get_closest_marker("long") is None
-               and item.get_closest_marker("xdist_group") is None)
+    # the tests marked `long` (minutes each) first, so that the two workers of -n 2 are not
+    # left with one of them at the end while the other idles
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.fixture(scope="session")

@@ -30,8 +30,6 @@ from nexos.course.lab.submission import student_files
 from support import BY_DESIGN
 
 REPO = Path(__file__).resolve().parents[2]
-# The class's submissions are made once: one worker runs them all (tests/conftest.py)
-pytestmark = pytest.mark.xdist_group("batch")
 CFG = "lazy1-cow0"
 # The smallest plan that tells starter from solution: the lazy lab's lazytests (a lab check
 # there) and cowtests (a non-lab check: a submission must not break it).

@@ -8,6 +8,7 @@ JSON Schema written from Gradescope's documented format (tests/data/)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -23,11 +24,9 @@ import pytest
 from nexos.course.lab.gradescope import RUN_AUTOGRADER
 from nexos.course.lab.starter import collect_regions, make_starter, source_files
 from nexos.course.lab.submission import extract_zip
-from support import BY_DESIGN, SMOLLM2_GGUF
+from support import BY_DESIGN, SMOLLM2_GGUF, shared_dir, shared_once
 
 REPO = Path(__file__).resolve().parents[2]
-# The autograder and the starter are made once: one worker runs them all (tests/conftest.py)
-pytestmark = pytest.mark.xdist_group("gradescope")
 SCHEMA = json.loads((REPO / "tests/data/gradescope-results.schema.json").read_text())
 HIDDEN = REPO / "tests/data/hidden"
 CFG = "lazy1-cow0"
@@ -73,44 +72,50 @@ def grader_env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def autograder(tmp_path_factory) -> Path:
     """An autograder root: the bundle unpacked into source/ as Gradescope does, setup.sh
-    run, run_autograder copied to the root."""
-    solution_files()
-    d = tmp_path_factory.mktemp("gradescope")
-    zpath = d / "autograder.zip"
-    p = run([sys.executable, "-m", "nexos", "lab", "gradescope", "--lab", "lazy",
-             "--configs", CFG, "--checks", CHECKS, "--extra-tests", str(HIDDEN),
-             "--out", str(zpath), "--source", str(REPO)], REPO, grader_env())
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "student files kernel/fault.c, kernel/vm.c; 4 tests, 60 points" in p.stdout, p.stdout
-    names = zipfile.ZipFile(zpath).namelist()
-    assert {"setup.sh", "run_autograder", "autograder.json", "starter/Makefile",
-            "starter/LAB.md", "extra-tests/bigsbrk.c"} <= set(names)
-    assert not any(n.startswith(("starter/.git/", "starter/build/")) for n in names)
-    root = d / "root"
-    if shutil.which("unzip"):
-        (root / "source").mkdir(parents=True)
-        assert run(["unzip", "-q", str(zpath)], root / "source").returncode == 0
-    else:
-        extract_zip(zpath, root / "source")
-    setup = run(["bash", str(root / "source/setup.sh")], root / "source", grader_env())
-    assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
-    assert "Debian packages already installed" in setup.stdout, setup.stdout
-    assert "fetching" not in setup.stdout and f"setup: built {CFG}" in setup.stdout
-    shutil.copy2(root / "source/run_autograder", root / "run_autograder")
-    return root
+    run, run_autograder copied to the root; made once per test run for both pytest-xdist
+    workers (grade() holds its lock while it grades)."""
+    def make() -> Path:
+        solution_files()
+        d = shared_dir(tmp_path_factory) / "gradescope"
+        d.mkdir()
+        zpath = d / "autograder.zip"
+        p = run([sys.executable, "-m", "nexos", "lab", "gradescope", "--lab", "lazy",
+                 "--configs", CFG, "--checks", CHECKS, "--extra-tests", str(HIDDEN),
+                 "--out", str(zpath), "--source", str(REPO)], REPO, grader_env())
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "student files kernel/fault.c, kernel/vm.c; 4 tests, 60 points" in p.stdout, p.stdout
+        names = zipfile.ZipFile(zpath).namelist()
+        assert {"setup.sh", "run_autograder", "autograder.json", "starter/Makefile",
+                "starter/LAB.md", "extra-tests/bigsbrk.c"} <= set(names)
+        assert not any(n.startswith(("starter/.git/", "starter/build/")) for n in names)
+        root = d / "root"
+        if shutil.which("unzip"):
+            (root / "source").mkdir(parents=True)
+            assert run(["unzip", "-q", str(zpath)], root / "source").returncode == 0
+        else:
+            extract_zip(zpath, root / "source")
+        setup = run(["bash", str(root / "source/setup.sh")], root / "source", grader_env())
+        assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+        assert "Debian packages already installed" in setup.stdout, setup.stdout
+        assert "fetching" not in setup.stdout and f"setup: built {CFG}" in setup.stdout
+        shutil.copy2(root / "source/run_autograder", root / "run_autograder")
+        return root
+    return shared_once(tmp_path_factory, "gradescope-autograder", make)
 
 
 def grade(root: Path, put: Any) -> dict[str, Any]:
     """Put a submission into root/submission (put(folder)), run run_autograder, and return
-    its results.json after checking it against the schema."""
-    for sub in ("submission", "results", "work"):
-        shutil.rmtree(root / sub, ignore_errors=True)
-    (root / "submission").mkdir()
-    put(root / "submission")
-    env = {**grader_env(), "AUTOGRADER_ROOT": str(root)}
-    p = run([str(root / "run_autograder")], root, env)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    data = json.loads((root / "results/results.json").read_text())
+    its results.json after checking it against the schema; one grade at a time per root."""
+    with open(root.with_name(".lock-root"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for sub in ("submission", "results", "work"):
+            shutil.rmtree(root / sub, ignore_errors=True)
+        (root / "submission").mkdir()
+        put(root / "submission")
+        env = {**grader_env(), "AUTOGRADER_ROOT": str(root)}
+        p = run([str(root / "run_autograder")], root, env)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        data = json.loads((root / "results/results.json").read_text())
     jsonschema.validate(data, SCHEMA)
     return data
 

