@@ -176,10 +176,13 @@ allows(pte_t pte, int access)
 // Contract: one attempt at vmfault's job (below), for page-aligned va. can_sleep is 0
 // when the caller holds a spinlock (and then not p->vmlock): then a paged-out page cannot
 // be read back, nor a file page mapped (-1). With can_sleep, the caller holds p->vmlock
-// (vmfault, and oomretry in oom.c, which tries again after reclaim or the OOM killer).
+// (vmfault, and oomretry in oom.c, which tries again after reclaim or the OOM killer);
+// panics otherwise.
 int
 resolve(struct proc *p, uint64 va, int access, int can_sleep)
 {
+  if(can_sleep && !holdingsleep(&p->vmlock))
+    panic("resolve: vmlock");
   int is_store = access == FAULT_STORE;
   pte_t *pte = walk(p->pagetable, va, 0);
   if(pte && (*pte & PTE_V)){

@@ -338,13 +338,15 @@ writeout(struct proc *q, struct pageout *out, int n, int nshared)
 // Contract: one visit of the hand to process q: page out up to want of its pages from
 // hand.va on (uvmpageout chooses them, rmap_pageout those q shares with others), write
 // them and free them. Returns the pages freed; *scanned is the PTEs looked at (1 for a
-// process it could not visit). Caller holds hand.lock and is process me.
+// process it could not visit). Caller holds hand.lock (panics otherwise) and is process me.
 static int
 visit(struct proc *q, struct proc *me, int want, int *scanned)
 {
   struct pageout out[RECLAIM_BATCH];
   int n = 0;
 
+  if(!holdingsleep(&hand.lock))
+    panic("visit: hand.lock");
   *scanned = 1;
   int locked = q == me ? holdingsleep(&q->vmlock) : tryacquiresleep(&q->vmlock);
   if(!locked){
@@ -376,8 +378,9 @@ visit(struct proc *q, struct proc *me, int want, int *scanned)
 // Contract: try to free up to want pages (at most RECLAIM_BATCH) by paging user pages
 // out, turning the clock's hand at most twice round all the memory there is (the first
 // turn may only clear accessed bits). Returns the pages freed: 0 when there is no swap,
-// swap is full, or nothing can be paged out. Sleeps: the caller holds no spinlock, and no
-// pointer into its own user memory if it holds its own vmlock (its pages may go too).
+// swap is full, or nothing can be paged out. Sleeps: the caller holds no spinlock
+// (panics otherwise), and no pointer into its own user memory if it holds its own vmlock
+// (its pages may go too).
 int
 reclaim(int want)
 {
@@ -386,6 +389,8 @@ reclaim(int want)
   long budget = 2 * (ktotalpages() + swap.nslots) + 2 * NPROC * SCAN_STEP;
   int got = 0;
 
+  if(holding_spinlocks())
+    panic("reclaim: spinlock held");
   if(swap.nslots == 0 || me == 0)
     return 0;
   if(want > RECLAIM_BATCH)
