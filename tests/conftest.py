@@ -129,12 +129,17 @@ def host_programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def build_kernel():
-    """build_kernel(config, llm=False) -> build dir; runs make once per (config, llm) per
-    session. A missing toolchain or a failed build fails the test with the reason."""
-    done: dict[tuple[BuildConfig, bool], Path] = {}
+    """build_kernel(config, llm=False) -> build dir; runs make once per build folder (and
+    llm) per session and worker: harts and swap are chosen at boot, and an LLM build has
+    the plain images too. So a worker waits for another's lock on a folder (held while a
+    README command runs make there itself) only the first time it needs the folder. A
+    missing toolchain or a failed build fails the test with the reason."""
+    done: dict[tuple[str, bool], Path] = {}
 
     def build(config: BuildConfig, llm: bool = False) -> Path:
-        key = (config, llm)
+        if (config.name, True) in done:
+            return done[(config.name, True)]
+        key = (config.name, llm)
         if key not in done:
             try:
                 find_toolchain()
