@@ -15,7 +15,7 @@ import signal
 import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -119,10 +119,9 @@ def copy_checkout(tmp_path: Path, share_models: bool = False) -> Path:
 
 
 @contextmanager
-def file_lock(name: str) -> Iterator[None]:
-    """Hold an exclusive flock on build/.lock-<name> (released when the block ends, and by the
-    kernel if this process dies)."""
-    path = REPO / "build" / f".lock-{name}"
+def path_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on the file `path` (released when the block ends, and by the
+    kernel if this process dies): one pytest worker at a time in the block."""
     path.parent.mkdir(exist_ok=True)
     with open(path, "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -130,6 +129,11 @@ def file_lock(name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def file_lock(name: str) -> AbstractContextManager[None]:
+    """The build lock build/.lock-<name> (path_lock)."""
+    return path_lock(REPO / "build" / f".lock-{name}")
 
 
 @contextmanager

@@ -8,7 +8,6 @@ JSON Schema written from Gradescope's documented format (tests/data/)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -24,7 +23,7 @@ import pytest
 from nexos.course.lab.gradescope import RUN_AUTOGRADER
 from nexos.course.lab.starter import collect_regions, make_starter, source_files
 from nexos.course.lab.submission import extract_zip
-from support import BY_DESIGN, SMOLLM2_GGUF, shared_dir, shared_once
+from support import BY_DESIGN, SMOLLM2_GGUF, path_lock, shared_dir, shared_once
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "tests/data/gradescope-results.schema.json").read_text())
@@ -106,8 +105,7 @@ def autograder(tmp_path_factory) -> Path:
 def grade(root: Path, put: Any) -> dict[str, Any]:
     """Put a submission into root/submission (put(folder)), run run_autograder, and return
     its results.json after checking it against the schema; one grade at a time per root."""
-    with open(root.with_name(".lock-root"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with path_lock(root.with_name(".lock-root")):
         for sub in ("submission", "results", "work"):
             shutil.rmtree(root / sub, ignore_errors=True)
         (root / "submission").mkdir()

@@ -5,7 +5,6 @@ again once the solution's files are put back."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
@@ -38,7 +37,7 @@ from nexos.machine.config import BuildConfig, matrix
 from nexos.machine.qemu import QemuSession
 from nexos.model.tokenizer import GGUF_ENV, smollm2_missing
 from nexos.parse import find_panic
-from support import BY_DESIGN, SMOLLM2_GGUF, shared_dir, shared_once
+from support import BY_DESIGN, SMOLLM2_GGUF, path_lock, shared_dir, shared_once
 
 REPO = Path(__file__).resolve().parents[2]
 EAGER, LAZY, COW, BOTH = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(0, 1), BuildConfig(1, 1)
@@ -408,8 +407,7 @@ class Starters:
     @contextmanager
     def use(self, lab_: str) -> Iterator[Path]:
         tree = self.trees[lab_]
-        with open(tree.with_name(f".lock-{tree.name}"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with path_lock(tree.with_name(f".lock-{tree.name}")):
             yield tree
 
 
