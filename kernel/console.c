@@ -30,7 +30,8 @@ static struct {
 } cons;
 
 // Contract: write one character to the screen synchronously (kernel printf, echo).
-// c == BACKSPACE erases the last character.
+// c == BACKSPACE erases the last character. Caller holds the UART's line lock
+// (uartline_begin; uartputc_sync checks), except in a panic.
 void
 consputc(int c)
 {
@@ -41,6 +42,16 @@ consputc(int c)
   } else {
     uartputc_sync(c);
   }
+}
+
+// Contract: echo one typed character (or erase one, c == BACKSPACE) as a line of its own
+// on the UART: no process output splits a backspace's three bytes.
+static void
+echo(int c)
+{
+  uartline_begin();
+  consputc(c);
+  uartline_end();
 }
 
 // Contract: devsw write: send n bytes from src (user address if user_src) to the UART.
@@ -120,7 +131,7 @@ erase_one(void)
   if(cons.e == cons.w)
     return 0;
   cons.e--;
-  consputc(BACKSPACE);
+  echo(BACKSPACE);
   return 1;
 }
 
@@ -155,7 +166,7 @@ consoleintr(int c)
     if(c != 0 && cons.e - cons.r < INPUT_BUF_SIZE){
       if(c == '\r')
         c = '\n';
-      consputc(c);
+      echo(c);
       cons.buf[cons.e % INPUT_BUF_SIZE] = c;
       cons.e++;
       if(c == '\n' || c == C('D') || cons.e - cons.r == INPUT_BUF_SIZE){

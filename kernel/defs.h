@@ -174,6 +174,8 @@ void            uartinit(void);
 void            uartintr(void);
 void            uartwrite(const char *, int);
 void            uartputc_sync(int);
+void            uartline_begin(void);
+void            uartline_end(void);
 int             uartgetc(void);
 void            uartrxpause(int);
 

@@ -15,8 +15,11 @@
 // Set by panic() once its message is out; from then on every other hart that tries
 // to print spins forever in uartputc_sync(), so the panic line stays the last one.
 volatile int panicked = 0;
+// Set by panic() before its message: that line is written without any lock.
+volatile int panicking = 0;
 
-// pr.lock keeps lines from different harts from interleaving. panic() stops taking it
+// pr.lock keeps lines from different harts from interleaving, and the UART's line lock
+// (uartline_begin) keeps processes' output out of a line. panic() stops taking both
 // (locking = 0) so a panic inside printf still gets its message out.
 static struct {
   struct spinlock lock;
@@ -102,8 +105,10 @@ printf(char *fmt, ...)
   va_list ap;
   int locking = pr.locking;
 
-  if(locking)
+  if(locking){
     acquire(&pr.lock);
+    uartline_begin();
+  }
 
   va_start(ap, fmt);
   for(int i = 0; fmt[i]; i++){
@@ -123,8 +128,10 @@ printf(char *fmt, ...)
   }
   va_end(ap);
 
-  if(locking)
+  if(locking){
+    uartline_end();
     release(&pr.lock);
+  }
   return 0;
 }
 
@@ -134,6 +141,7 @@ void
 panic(char *s)
 {
   pr.locking = 0;
+  panicking = 1;
   printf("panic: %s\n", s);
   panicked = 1;
   for(;;)

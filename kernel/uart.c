@@ -1,6 +1,9 @@
 // Driver for the 16550a UART that QEMU's virt machine puts at UART0.
 // Output from processes goes through a small ring buffer drained by the transmit
 // interrupt; kernel printf and panic write synchronously with uartputc_sync().
+// Both kinds of writer take thr_lock while they write, so a kernel line is never split
+// by a process's bytes sent from another hart, nor a process's write by a kernel line
+// (the harness counts the kernel's `usertrap:` lines and parses the programs' own).
 #include "kernel/types.h"
 #include "kernel/param.h"
 #include "kernel/memlayout.h"
@@ -39,7 +42,13 @@ static char tx_buf[TX_SIZE];
 static uint64 tx_w;
 static uint64 tx_r;
 
+// thr_lock: who writes THR now. Held by a kernel line from its first byte to its last
+// (uartline_begin/end) and by uartstart() while it moves bytes from the ring. A leaf lock:
+// nothing else is taken while it is held (uartstart wakes writers after letting go).
+static struct spinlock thr_lock;
+
 extern volatile int panicked;   // printf.c: set once a panic has printed its message
+extern volatile int panicking;  // printf.c: set before a panic prints its message
 
 static void uartstart(void);
 
@@ -56,6 +65,22 @@ uartinit(void)
   WriteReg(FCR, FCR_FIFO_ENABLE | FCR_FIFO_CLEAR);
   WriteReg(IER, IER_TX_ENABLE | IER_RX_ENABLE);
   initlock(&tx_lock, "uart");
+  initlock(&thr_lock, "uart_thr");
+}
+
+// Contract: claim the transmitter for a run of uartputc_sync() calls (one kernel line,
+// one echo) until uartline_end(): no byte from the ring goes out in between. Not while
+// panicking (printf stops locking then).
+void
+uartline_begin(void)
+{
+  acquire(&thr_lock);
+}
+
+void
+uartline_end(void)
+{
+  release(&thr_lock);
 }
 
 // Contract: queue the n bytes at buf for output, sleeping while the ring is full. For
@@ -84,7 +109,8 @@ uartwrite(const char *buf, int n)
 }
 
 // Contract: write c at once, spinning until the UART takes it; usable with interrupts
-// off and from any context (kernel printf, echo). After a panic other harts freeze here.
+// off and from any context (kernel printf, echo). The caller holds thr_lock
+// (uartline_begin), except a panic's line. After a panic other harts freeze here.
 void
 uartputc_sync(int c)
 {
@@ -93,6 +119,8 @@ uartputc_sync(int c)
     for(;;)
       ;
   }
+  if(!panicking && !holding(&thr_lock))
+    panic("uartputc_sync: thr_lock");
   while((ReadReg(LSR) & LSR_TX_IDLE) == 0)
     ;
   WriteReg(THR, c);
@@ -110,11 +138,13 @@ uartstart(void)
     panic("uartstart: tx_lock");
   int sent = 0;
 
+  acquire(&thr_lock);
   while(tx_w != tx_r && (ReadReg(LSR) & LSR_TX_IDLE)){
     WriteReg(THR, tx_buf[tx_r % TX_SIZE]);
     tx_r += 1;
     sent = 1;
   }
+  release(&thr_lock);
   if(sent)
     wakeup(&tx_r);
 }

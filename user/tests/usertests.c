@@ -768,6 +768,29 @@ static void badaccess(void)
   kernel_alive();
 }
 
+// One process writes numbered lines to the console while its siblings fault, so that the
+// kernel prints its usertrap lines while the writer's bytes go out from another hart. The
+// verdict here is the children's exits; that no line was split, kernel's or writer's, is
+// read from the transcript (tests/kernel/test_console.py). Named only: it floods the
+// console.
+#define MIX_LINES 400
+#define MIX_FAULTERS 24
+static void consolemix(void)
+{
+  int writer = fork();
+  CHECK(writer >= 0, "fork failed");
+  if (writer == 0) {
+    for (int i = 0; i < MIX_LINES; i++)
+      printf("consolemix line %d of %d: the quick brown fox jumps over the lazy dog\n",
+             i, MIX_LINES);
+    exit(0);
+  }
+  for (int i = 0; i < MIX_FAULTERS; i++)
+    expect_killed(load_at, KERNBASE + (uint64)i * PGSIZE, "load from kernel memory");
+  int st = -2;
+  CHECK(wait(&st) == writer && st == 0, "the writer exited with %d", st);
+}
+
 // ---------------------------------------------------------------- main
 
 static const struct test tests[] = {
@@ -799,6 +822,7 @@ static const struct test tests[] = {
   { "sbrkfork", sbrkfork, 0 },
   { "forkfill", forkfill, 0 },
   { "oom", oom, 0 },
+  { "consolemix", consolemix, NAMED_ONLY },
   { 0, 0, 0 },
 };
 
