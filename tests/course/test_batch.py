@@ -38,6 +38,11 @@ PLAN = ["--lab", "lazy", "--configs", CFG, "--checks", "lazytests,cowtests"]
 # a submission that does not hang takes a few seconds.
 TIMEOUT = "60"
 LAZY_FAULT = "  p->lazy_faults++;\n"
+# The hanging submission's first lazy fault never returns. It sleeps rather than spins:
+# the batch sees the same hang (no prompt until its time limit), and QEMU idles meanwhile
+# instead of taking a core from the rest of the suite for the whole limit.
+HANG = ("  for(;;){\n    acquire(&tickslock);\n    sleep(&ticks, &tickslock);\n"
+        "    release(&tickslock);\n  }\n")
 ALWAYS_PASSES = ('#include "kernel/types.h"\n#include "user/user.h"\n'
                  'int\nmain(void)\n{\n  printf("ALL TESTS PASSED\\n");\n  exit(0);\n}\n')
 
@@ -114,7 +119,7 @@ def submissions(solution, tmp_path_factory) -> tuple[Path, dict[str, str], Path]
         "solution": variant(starter, work, "solution", solved),
         "starter": starter,
         "hang": variant(starter, work, "hang", {**solved, fault: solved[fault].replace(
-            LAZY_FAULT, "  for(;;)\n    ;\n" + LAZY_FAULT)}),
+            LAZY_FAULT, HANG + LAZY_FAULT)}),
         "panic": variant(starter, work, "panic", {**solved, fault: solved[fault].replace(
             LAZY_FAULT, '  panic("lazyfault: student bug");\n')}),
         "nobuild": variant(starter, work, "nobuild", {

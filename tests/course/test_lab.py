@@ -397,32 +397,32 @@ def solution(tmp_path_factory) -> Path:
 
 
 class Starters:
-    """The starter trees of every lab, made and built once per test run for both
-    pytest-xdist workers (in the session's shared folder). A test that builds, boots or
-    copies one holds that tree's lock meanwhile: `with starters.use(lab) as tree:`."""
+    """The starter tree of each lab, made and built in all four configurations once per test
+    run for both pytest-xdist workers (in the session's shared folder), when a test first
+    asks for it: two workers that need different labs make them side by side. A test that
+    builds, boots or copies one holds that tree's lock meanwhile:
+    `with starters.use(lab) as tree:`."""
 
-    def __init__(self, trees: dict[str, Path]) -> None:
-        self.trees = trees
+    def __init__(self, solution: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self.solution, self.factory = solution, tmp_path_factory
+
+    def _make(self, lab_: str) -> Path:
+        tree = make_starter(self.solution, lab_, shared_dir(self.factory) / "starters" / lab_).out
+        for cfg in matrix():
+            make_tree(tree, cfg)  # -Wall -Werror with the stubs, every configuration
+        return tree
 
     @contextmanager
     def use(self, lab_: str) -> Iterator[Path]:
-        tree = self.trees[lab_]
+        tree = shared_once(self.factory, f"lab-starter-{lab_}", lambda: self._make(lab_))
         with path_lock(tree.with_name(f".lock-{tree.name}")):
             yield tree
 
 
 @pytest.fixture(scope="module")
 def starters(solution, tmp_path_factory) -> Starters:
-    """lab -> its starter tree, made from the solution and built in all four configurations."""
-    def make() -> dict[str, Path]:
-        root = shared_dir(tmp_path_factory) / "starters"
-        trees = {}
-        for lab_ in ("lazy", "cow", "mmap", "swap", "all"):
-            trees[lab_] = make_starter(solution, lab_, root / lab_).out
-            for cfg in matrix():
-                make_tree(trees[lab_], cfg)  # -Wall -Werror with the stubs, every configuration
-        return trees
-    return Starters(shared_once(tmp_path_factory, "lab-starters", make))
+    """lab -> its starter tree (Starters.use), each made on first use."""
+    return Starters(solution, tmp_path_factory)
 
 
 def run_all(tree: Path, cfg: BuildConfig, commands: list[str]) -> dict[str, str]:

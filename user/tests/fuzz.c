@@ -1540,11 +1540,15 @@ static void op_fork(void)
   me.forks++;
 }
 
-// 1 if this process's parent has exited, or does within a few ticks: an exiting process
-// closes its files (a pipe's read end) before it hands its children to init.
+// 1 if this process's parent has exited, or does within ORPHAN_TICKS: an exiting process
+// closes its files (a pipe's read end) before it hands its children to init, and between
+// the two it puts its cwd through the log, which under swap traffic and the hog took more
+// than 20 ticks once (a false FAIL: seed 9, --hog, swap 512). The wait ends at once when
+// the parent is gone; only a write failing while the reader lives waits it out and fails.
+#define ORPHAN_TICKS 300
 static int orphaned(void)
 {
-  for (int i = 0; i < 20; i++) {
+  for (int i = 0; i < ORPHAN_TICKS; i++) {
     at("getppid");
     if (getppid() != me.ppid)
       return 1;
@@ -1907,21 +1911,30 @@ static int add_records(char *buf, int n, struct totals *t)
 }
 
 // The hog (--hog, when the kernel has swap): a process that takes a sixteenth of RAM more
-// than is free, so that reclaim pages out what is coldest (the workers' memory too), then
-// every other tick stores into HOGTOUCH pages of it picked at random, until it is killed
-// or the run's time is up: the pages it brings back in push others out, a steady pressure
-// under which the workers' system calls meet buffers in swap. Only with at least a quarter
-// of RAM in free swap slots (its excess and the workers' share). Returns its pid, or 0.
+// than is free, so that reclaim pages out what is coldest, then every other tick stores
+// into HOGTOUCH pages of it picked at random, until it is killed: the pages it brings back
+// in push others out (the workers' too), a steady pressure under which the workers' system
+// calls meet buffers in swap. The workers start only once it holds all its pages, so the
+// pressure lasts the whole run however slow the host (the fill is 130 000 page faults in a
+// 512 MiB guest). Only with at least a quarter of RAM in free swap slots (its excess and
+// the workers' share). Returns its pid, or 0.
 static int start_hog(struct memstat *m, int rfd)
 {
   uint64 pages = m->free_pages + m->total_pages / 16, have = 0, x = 1;
-  if (!o_hog || m->swap_slots - m->swap_slots_used < m->total_pages / 4)
+  int full[2];
+  char c;
+  if (!o_hog || m->swap_slots - m->swap_slots_used < m->total_pages / 4 || pipe(full) < 0)
     return 0;
   int pid = fork();
-  if (pid != 0)
+  if (pid != 0) {
+    close(full[1]);
+    read(full[0], &c, 1);       // its byte, or end of file if it died filling
+    close(full[0]);
     return pid > 0 ? pid : 0;
+  }
   close(rfd);                   // not a holder of the report pipe: the parent waits for those
   close(resv);
+  close(full[0]);
   char *base = sbrk(0);
   while (have < pages) {
     int n = min(pages - have, 4096);
@@ -1931,7 +1944,9 @@ static int start_hog(struct memstat *m, int rfd)
       base[(have + i) * PGSIZE] = 1;
     have += n;
   }
-  while (have && getppid() == me.pid && (!deadline || clock_us() < deadline)) {
+  write(full[1], "f", 1);
+  close(full[1]);
+  while (have && getppid() == me.pid) {
     for (int i = 0; i < HOGTOUCH; i++)
       base[xorshift(&x) % have * PGSIZE]++;
     sleep(2);
@@ -2004,9 +2019,6 @@ int main(int argc, char **argv)
   printf("fuzz: start seed=%ld procs=%d ops=%ld seconds=%ld lazy=%d cow=%d harts=%d "
          "total_pages=%ld swap_slots=%ld\n", (long)o_seed, o_procs, o_secs ? 0 : o_ops, o_secs,
          lazy, cow, m0.ncpu, (long)m0.total_pages, (long)m0.swap_slots);
-  uint64 t0 = clock_us();
-  if (o_secs)
-    deadline = t0 + (uint64)o_secs * 1000000;
   snprintf(topdir, sizeof(topdir), "/fuzz.%d", me.pid);
   if (mkdir(topdir) < 0 || pipe(rp) < 0) {
     printf("fuzz: FAIL cannot make %s or a pipe", topdir);
@@ -2021,7 +2033,11 @@ int main(int argc, char **argv)
   resv = rp[1];
   fds[resv].kind = K_RESV;
   memset(&t, 0, sizeof(t));
-  run_workers(rp[0], start_hog(&m0, rp[0]), &t);
+  int hog = start_hog(&m0, rp[0]);
+  uint64 t0 = clock_us();
+  if (o_secs)
+    deadline = t0 + (uint64)o_secs * 1000000;
+  run_workers(rp[0], hog, &t);
   nfail = t.failed;
   printf("test workers: %s\n", nfail ? "FAILED (the FAIL lines say why)" : "OK");
   if (rmtree() < 0) {
