@@ -15,7 +15,7 @@ COW_ALLOC ?= 1
 CPUS ?= 1
 MEMSIZE ?= $(DEFAULT_MEMSIZE)
 SWAPSIZE ?= 0
-FS_MB ?= 128
+FS_MB ?= 256
 EXTRA_UPROGS ?=
 MODEL ?=
 # The project's own interpreter: the virtual environment that scripts/setup.sh makes (the

@@ -82,6 +82,7 @@ void            initlog(int, struct superblock*);
 void            log_write(struct buf*);
 void            begin_op(void);
 void            end_op(void);
+void            log_sync(void);  // exit: make everything logged durable
 
 // pipe.c
 int             pipealloc(struct file**, struct file**);

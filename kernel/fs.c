@@ -380,6 +380,8 @@ bmap(struct inode *ip, uint64 bn, int alloc)
     panic("bmap: ip->lock");
   uint ind;
 
+  if(bn >= MAXFILE)
+    return 0;
   if(bn < NDIRECT)
     return inode_entry(ip, bn, alloc);
   bn -= NDIRECT;
@@ -524,6 +526,9 @@ bmap_run(struct inode *ip, uint64 bn, uint *addrs, int max)
   uint ind, first;
   int n;
 
+  if(bn >= MAXFILE)
+    return 0;
+  max = min(max, MAXFILE - bn);
   if(bn < NDIRECT){
     n = min(max, NDIRECT - bn);
     memmove(addrs, &ip->addrs[bn], n * sizeof(uint));

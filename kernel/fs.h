@@ -22,7 +22,12 @@ struct superblock {
 #define NINDIRECT (BSIZE / sizeof(uint))
 #define NDINDIRECT (NINDIRECT * NINDIRECT)
 // addrs[NDIRECT] is the single-indirect block, addrs[NDIRECT+1] the double-indirect block.
-#define MAXFILE ((uint64)NDIRECT + NINDIRECT + NDINDIRECT)  // in blocks (about 4 GiB)
+// The map could address NDIRECT + NINDIRECT + NDINDIRECT blocks (4 GiB), more than any image
+// holds. MAXFILE is the file system's own cap, which bmap() and writei() enforce: 160 MiB,
+// room for the LLM image's model (one file of 100-150 MB) and small enough that the default
+// image (the Makefile's FS_MB) holds a file of MAXFILE blocks beside everything else, so a
+// program that writes MAXFILE blocks (MIT's usertests) finds the disk big enough.
+#define MAXFILE ((uint64)40960)  // in blocks
 
 // Limits mkfs enforces: the image is at most 2 GiB (so one file-system operation never touches
 // more than 16 bitmap blocks, see docs/filesystem.md) and i-numbers fit a dirent's ushort.

@@ -2,16 +2,24 @@
 //
 // A system call brackets its changes with begin_op()/end_op(), and writes each changed
 // buffer with log_write() instead of bwrite(). log_write() only records the block number
-// and pins the buffer in the cache. When the last outstanding operation ends, commit():
+// and pins the buffer in the cache. A commit gathers every operation that ended since the
+// last one (group commit); commit():
 //   1. writes the changed blocks into the log region (one disk request per run),
 //   2. writes the header naming them: this single-block write is the commit point,
 //   3. copies ("installs") the blocks to their home locations,
 //   4. writes a header with n = 0, erasing the log.
 // After a crash, recover_from_log() re-installs a committed log, or ignores an
-// uncommitted one. Several operations may share one commit (group commit); begin_op()
-// admits a new operation only while the log surely has room for MAXOPBLOCKS more blocks
-// from each outstanding one. begin_bigop() admits an operation of up to LOGSIZE blocks
-// that runs alone (large file writes).
+// uncommitted one. begin_op() admits a new operation only while the log surely has room
+// for MAXOPBLOCKS more blocks from each outstanding one. begin_bigop() admits an operation
+// of up to LOGSIZE blocks that runs alone (large file writes).
+//
+// Commits are deferred, so that a run of small operations (a program writing a file one
+// block per call) shares one: the last operation out commits only when the log has no
+// room for another operation, when its oldest change is COMMIT_TICKS old, or when a
+// process is waiting in log_sync() (every exit). Otherwise the changes wait, pinned in the
+// cache where every reader finds them, and the next begin_op() that finds no room, or
+// begin_bigop(), commits them before it starts. What a crash can lose is the last
+// COMMIT_TICKS of operations of processes still running; what it keeps is whole.
 //
 // On disk: [ header block | LOGSIZE logged blocks ] from sb.logstart.
 //
@@ -23,21 +31,25 @@
 //     lock; the commit in end_op() takes every logged buffer's sleeplock. So an inode
 //     lock held across begin_op(), or a buffer lock held across either call, can
 //     deadlock. (Readers that change nothing, like fileread, need no bracket.)
-//   - log.lock protects outstanding, committing, big and lh. outstanding counts the
+//   - log.lock protects outstanding, committing, big, syncers, since and lh. outstanding
+//     counts the
 //     operations admitted by begin_op()/begin_bigop() and not yet ended. begin_op()
 //     admits one only while lh.n + (outstanding + 1) * MAXOPBLOCKS <= LOGSIZE, so lh
 //     cannot overflow as long as every operation logs at most MAXOPBLOCKS distinct
 //     blocks (filewrite splits large writes to keep to it). A big operation is admitted
 //     only into an empty log, runs with outstanding == 1, and may log LOGSIZE blocks.
-//   - committing is set by the end_op() that takes outstanding to 0, and cleared when its
-//     commit is done. Meanwhile nobody is admitted, so commit() reads lh without log.lock
-//     and no log_write() can run.
+//   - committing is set by whoever commits (commit_now(): an end_op() that takes
+//     outstanding to 0, a begin_op()/begin_bigop() that needs the room, log_sync()), always
+//     with outstanding == 0, and cleared when its commit is done. Meanwhile nobody is
+//     admitted, so commit() reads lh without log.lock and no log_write() can run.
+//   - syncers counts processes in log_sync(); while it is not 0 nobody is admitted, so
+//     the outstanding operations drain and the last one out commits.
 //   - Every block in lh is pinned in the buffer cache and its cached copy is the newest;
 //     the home block on disk is stale until install_committed() writes it.
 //   - A commit covers every operation that ended since the last one, all or nothing:
 //     after the header write (the commit point) they survive a crash, before it none
-//     does. Only the end_op() that commits returns after its changes are durable; the
-//     others return earlier, and their changes become durable with that commit.
+//     does. An operation's changes become durable with the commit that covers them;
+//     log_sync() returns after everything logged before it is durable.
 
 #include "kernel/types.h"
 #include "kernel/riscv.h"
@@ -62,13 +74,21 @@ struct log {
   int outstanding;       // operations between begin_op and end_op
   int committing;        // a commit is in progress: wait
   int big;               // the one outstanding operation is a big one (begin_bigop)
+  int syncers;           // processes in log_sync(), waiting for everything to commit
+  uint since;            // ticks when lh.n went from 0 to 1 (the oldest uncommitted change)
   int dev;
   struct logheader lh;
 };
 static struct log log;
 
+// An uncommitted change older than this (in ticks) is committed by the next end_op()
+// that leaves no operation outstanding.
+#define COMMIT_TICKS 10
+
 static void recover_from_log(void);
 static void commit(void);
+static void commit_now(void);
+static uint now(void);
 
 // Contract: read the log's place from the super block and redo a committed log. Called
 // once by fsinit(), from the first process, before any begin_op(). Panics if the image's
@@ -179,68 +199,115 @@ recover_from_log(void)
 }
 
 // Contract: start a file-system operation that will log at most MAXOPBLOCKS distinct
-// blocks: sleep until no commit or big operation runs and the log can reserve that
-// many for it on top of the other outstanding operations. Caller holds no lock (it
-// sleeps) and must call end_op() exactly once.
+// blocks: sleep until no commit, big operation or log_sync() runs and the log can
+// reserve that many for it on top of the other outstanding operations; when only deferred
+// changes stand in the way, commit them first. Caller holds no lock (it sleeps) and must
+// call end_op() exactly once.
 void
 begin_op(void)
 {
   acquire(&log.lock);
-  while(log.committing || log.big ||
-        log.lh.n + (log.outstanding + 1) * MAXOPBLOCKS > LOGSIZE)
-    sleep(&log, &log.lock);
+  for(;;){
+    if(log.committing || log.big || log.syncers > 0){
+      sleep(&log, &log.lock);
+    } else if(log.lh.n + (log.outstanding + 1) * MAXOPBLOCKS <= LOGSIZE){
+      break;
+    } else if(log.outstanding == 0){
+      commit_now();   // deferred changes hold the room
+    } else {
+      sleep(&log, &log.lock);   // the outstanding ones end, and the last out may commit
+    }
+  }
   log.outstanding++;
   release(&log.lock);
 }
 
 // Contract: start an operation that may log up to LOGSIZE blocks (filewrite's large
-// chunks): sleep until no operation is outstanding and no commit runs, so the log is
-// empty; then it runs alone until its end_op(). Same rules as begin_op() otherwise.
+// chunks): sleep until no operation is outstanding and no commit runs, committing
+// deferred changes itself, so that the log is empty; then it runs alone until its
+// end_op(). Same rules as begin_op() otherwise.
 void
 begin_bigop(void)
 {
   acquire(&log.lock);
-  while(log.committing || log.big || log.outstanding > 0)
-    sleep(&log, &log.lock);
+  while(log.committing || log.big || log.syncers > 0 || log.outstanding > 0 ||
+        log.lh.n > 0){
+    if(!log.committing && !log.big && log.syncers == 0 && log.outstanding == 0)
+      commit_now();   // deferred changes: the big operation needs an empty log
+    else
+      sleep(&log, &log.lock);
+  }
   log.big = 1;
   log.outstanding = 1;
   release(&log.lock);
 }
 
 // Contract: end the caller's operation (one begin_op() or begin_bigop()). The last one
-// out commits everybody's changes before returning; the others wake a waiter in
+// out commits everybody's changes before returning if the log has no room for another
+// operation, the oldest change is COMMIT_TICKS old or someone waits in log_sync();
+// otherwise the changes wait for a later commit. Either way it wakes the waiters in
 // begin_op(). The caller holds no inode or buffer locks: the commit takes the logged
 // buffers' sleeplocks. Panics if called during a commit (an unmatched end_op()).
 void
 end_op(void)
 {
-  int docommit = 0;
-
   acquire(&log.lock);
   if(log.committing)
     panic("end_op: committing");
   log.outstanding--;
   log.big = 0;   // a big operation runs alone, so if one was running, it is this one
-  if(log.outstanding == 0){
-    docommit = 1;
-    log.committing = 1;
-  } else {
+  if(log.outstanding == 0 && log.lh.n > 0 &&
+     (log.lh.n + MAXOPBLOCKS > LOGSIZE || log.syncers > 0 || now() - log.since >= COMMIT_TICKS))
+    commit_now();
+  else
     wakeup(&log);   // our reservation is returned: a waiter in begin_op may fit now
-  }
   release(&log.lock);
+}
 
-  if(docommit){
-    // log.committing keeps everyone out, so commit runs without log.lock (it sleeps).
-    commit();
-    acquire(&log.lock);
-    log.committing = 0;
-    wakeup(&log);
-    release(&log.lock);
+// Contract: make everything logged so far durable: keep new operations out, wait for the
+// outstanding ones to end (the last one out commits) or commit what is deferred. Returns
+// when the log is empty. Caller holds no inode or buffer lock, as for begin_op().
+void
+log_sync(void)
+{
+  acquire(&log.lock);
+  log.syncers++;
+  while(log.lh.n > 0){
+    if(log.committing || log.outstanding > 0)
+      sleep(&log, &log.lock);
+    else
+      commit_now();
   }
+  log.syncers--;
+  wakeup(&log);
+  release(&log.lock);
+}
+
+// Contract: the tick count, read without tickslock: it only decides when to commit.
+static uint
+now(void)
+{
+  return __atomic_load_n(&ticks, __ATOMIC_RELAXED);
+}
+
+// Contract: commit what is logged. Caller holds log.lock, and no operation is outstanding
+// and no commit runs; it is released while the commit sleeps on the disk (committing
+// keeps everyone out meanwhile) and held again on return. Wakes the waiters.
+static void
+commit_now(void)
+{
+  if(!holding(&log.lock) || log.outstanding != 0 || log.committing)
+    panic("commit_now");
+  log.committing = 1;
+  release(&log.lock);
+  commit();
+  acquire(&log.lock);
+  log.committing = 0;
+  wakeup(&log);
 }
 
 // Contract: make the logged blocks durable: log them, commit, install, erase. Called only
-// by end_op() with committing set and outstanding 0, without log.lock (it sleeps).
+// by commit_now() with committing set and outstanding 0, without log.lock (it sleeps).
 static void
 commit(void)
 {
@@ -273,6 +340,8 @@ log_write(struct buf *b)
     if(log.lh.block[i] == b->blockno)
       break;
   if(i == log.lh.n){
+    if(i == 0)
+      log.since = now();
     log.lh.block[i] = b->blockno;
     log.lh.n++;
     bpin(b);

@@ -344,6 +344,7 @@ exit(int status)
   iput(p->cwd);
   end_op();
   p->cwd = 0;
+  log_sync();   // what the process wrote is on disk once it has exited (log.c)
 
   // Give the user pages back now rather than in the parent's wait(): a process killed
   // for exhausting memory should not hold it while it waits to be reaped. We run on the

@@ -11,6 +11,7 @@
 // needs absolute paths, in /).
 
 #include "user/tests/testlib.h"
+#include "kernel/fs.h"
 
 #define WILD 0xffffffffffffUL   // far above MAXVA
 
@@ -421,6 +422,40 @@ static void bigfile(void)
   }
 }
 
+// A file of MAXFILE blocks, written one block per call as MIT's usertests writes it, each
+// block stamped with its number: the disk is big enough for it (the default image is sized
+// for it, kernel/fs.h), a write past MAXFILE fails, every block reads back, and unlinking it
+// returns every block it took.
+static void maxfile(void)
+{
+  static char blk[BSIZE];
+  uint64 t0 = clock_us();
+  int fd = open("utmax", O_CREATE | O_RDWR);
+  CHECK(fd >= 0, "create utmax");
+  for (uint64 i = 0; i < MAXFILE; i++) {
+    ((uint64 *)blk)[0] = i;
+    ((uint64 *)blk)[BSIZE / 8 - 1] = ~i;
+    CHECK(write(fd, blk, BSIZE) == BSIZE, "write of block %ld of %ld failed", (long)i,
+          (long)MAXFILE);
+  }
+  CHECK(write(fd, blk, 1) == -1, "a write past MAXFILE (%ld blocks) did not fail", (long)MAXFILE);
+  close(fd);
+  uint64 t1 = clock_us();
+  fd = open("utmax", O_RDONLY);
+  CHECK(fd >= 0, "open utmax");
+  for (uint64 i = 0; i < MAXFILE; i++) {
+    CHECK(read(fd, blk, BSIZE) == BSIZE, "read of block %ld failed", (long)i);
+    CHECK(((uint64 *)blk)[0] == i && ((uint64 *)blk)[BSIZE / 8 - 1] == ~i,
+          "block %ld reads back as block %ld", (long)i, (long)((uint64 *)blk)[0]);
+  }
+  CHECK(read(fd, blk, 1) == 0, "read past the end");
+  close(fd);
+  uint64 t2 = clock_us();
+  CHECK(unlink("utmax") == 0, "unlink utmax");
+  printf("maxfile: %ld blocks written in %ld ms, read in %ld ms\n", (long)MAXFILE,
+         (long)((t1 - t0) / 1000), (long)((t2 - t1) / 1000));
+}
+
 // Many files at once in one directory.
 static void manyfiles(void)
 {
@@ -823,6 +858,7 @@ static const struct test tests[] = {
   { "forkfill", forkfill, 0 },
   { "oom", oom, 0 },
   { "consolemix", consolemix, NAMED_ONLY },
+  { "maxfile", maxfile, NAMED_ONLY },
   { 0, 0, 0 },
 };
 
