@@ -16,7 +16,7 @@ LLM_HDRS := user/llm/llm.h user/llm/tokenizer.h user/llm/kv.h user/llm/harts.h
 
 # Programs: user/NAME.c, user/tests/NAME.c (linked with testlib), user/NAME/*.c.
 CLASSIC_PROGS := init sh cat echo grep kill ln ls mkdir rm wc cksum
-TEST_PROGS := usertests lazytests cowtests mmaptests stress fptest freecheck forkbench readbench \
+TEST_PROGS := usertests lazytests cowtests mmaptests stress fptest freecheck forkbench readbench writebench \
 	mkbig mapwrite tokcheck pagein swaptest hartstest fuzz
 FOLDER_PROGS := smolprobe smolserve
 
