@@ -206,6 +206,10 @@ build/host/mkfs: mkfs/mkfs.c kernel/fs.h kernel/param.h kernel/stat.h kernel/typ
 	@mkdir -p $(@D)
 	$(HOSTCC) -Wall -Werror -O2 -I. -o $@.$$$$ mkfs/mkfs.c && mv $@.$$$$ $@
 
+build/host/fsck: mkfs/fsck.c kernel/fs.h kernel/param.h kernel/stat.h kernel/types.h
+	@mkdir -p $(@D)
+	$(HOSTCC) -Wall -Werror -O2 -I. -o $@.$$$$ mkfs/fsck.c && mv $@.$$$$ $@
+
 # What goes on the image; the list file changes only when its contents do, so that changing
 # EXTRA_UPROGS (or MODEL) rebuilds the image and nothing else does.
 # The built-ins an extra program replaces stay off the image (and are not built); /README is

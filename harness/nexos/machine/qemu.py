@@ -160,12 +160,20 @@ def _die_with_parent() -> None:
 
 def persistent_copy(image: Path, dest: Path | None = None) -> Path:
     """Copy `image` to `dest` (default: a new file in the temp dir) for a persistent session:
-    boot it with snapshot=False, reboot it, and the writes of the first boot are still there."""
+    boot it with snapshot=False, reboot it, and the writes of the first boot are still there.
+    The copy is sparse, as mkfs makes the image: only the blocks in use take disk space."""
     if dest is None:
         fd, name = tempfile.mkstemp(prefix="nexos-", suffix=".img")
         os.close(fd)
         dest = Path(name)
-    shutil.copyfile(image, dest)
+    chunk = 1 << 20
+    with image.open("rb") as src, dest.open("wb") as out:
+        while data := src.read(chunk):
+            if data.count(0) == len(data):
+                out.seek(len(data), os.SEEK_CUR)   # a hole
+            else:
+                out.write(data)
+        out.truncate()
     return dest
 
 

@@ -1,0 +1,93 @@
+"""The file system's size and crash promises (docs/filesystem.md): a file of MAXFILE blocks
+fits the default image in every configuration, and a machine killed in the middle of
+writing leaves an image that the host's fsck accepts and the kernel boots and uses."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nexos.machine.config import BuildConfig, matrix
+from nexos.machine.qemu import QemuSession, QemuTimeout, persistent_copy
+from nexos.parse import find_panic
+
+
+def fsck(repo: Path, image: Path) -> subprocess.CompletedProcess[str]:
+    """The host's fsck over image (build/host/fsck, made on demand: it is no part of `all`)."""
+    subprocess.run(["make", "-s", "build/host/fsck"], cwd=repo, check=True,
+                   capture_output=True)
+    return subprocess.run([str(repo / "build/host/fsck"), str(image)], capture_output=True,
+                          text=True)
+
+
+def assert_clean(repo: Path, image: Path, when: str) -> str:
+    r = fsck(repo, image)
+    assert r.returncode == 0 and " clean: " in r.stdout.splitlines()[-1], (
+        f"fsck after {when}:\n{r.stdout[-3000:]}{r.stderr[-1000:]}")
+    return r.stdout
+
+
+@pytest.mark.parametrize("cfg", matrix(), ids=lambda c: c.name)
+def test_usertests_maxfile(build_kernel, repo, tmp_path, cfg: BuildConfig):
+    """usertests maxfile: MAXFILE blocks written one block per call (MIT's writebig pattern)
+    fit the default image, a write past MAXFILE fails, every block reads back, and the file
+    is removed; afterwards fsck finds every block it took free again in the bitmap (a block
+    marked in use that no inode owns is a leak)."""
+    bd = build_kernel(cfg)
+    image = persistent_copy(bd / "fs.img", tmp_path / "fs.img")
+    with QemuSession(bd / "kernel", image, cfg, snapshot=False) as s:
+        out = s.run("usertests maxfile", timeout=900).output
+    assert find_panic(out) is None, out[-3000:]
+    assert "test maxfile: OK" in out and out.rstrip().endswith("ALL TESTS PASSED"), out[-3000:]
+    assert_clean(repo, image, "usertests maxfile")
+
+
+def crash_sizes(ls_output: str) -> list[int]:
+    """The size of crash.bin from `ls crash.bin` (name type inum size), if it exists."""
+    words = ls_output.split()
+    return [int(words[3])] if len(words) >= 4 and words[0] == "crash.bin" else []
+
+
+# Seconds after which QEMU is killed while `mkbig crash.bin 48` writes: early (the first
+# commits), in the middle and late, so that the kill falls in different phases of commits.
+KILL_AFTER = (0.3, 0.9, 1.6)
+
+
+def test_a_machine_killed_mid_write_leaves_a_consistent_disk(build_kernel, repo, tmp_path):
+    """QEMU killed while a program writes a big file, three times over on one image: after
+    each kill the host's fsck (replaying a committed log as the kernel's recovery would)
+    finds no block owned twice and the bitmap agrees with the inodes; the kernel then boots
+    it, a file written before the crash (its program had exited) reads back whole, and the
+    disk is usable (a new file written, read back and removed). A commit is all or nothing."""
+    cfg = BuildConfig(1, 1)
+    bd = build_kernel(cfg)
+    image = persistent_copy(bd / "fs.img", tmp_path / "fs.img")
+    assert_clean(repo, image, "mkfs")
+    with QemuSession(bd / "kernel", image, cfg, snapshot=False) as s:
+        out = s.run("mkbig before.bin 4 3", timeout=300).output
+        assert "wrote 4194304 bytes" in out, out
+    before, partial = None, []
+    for i, after in enumerate(KILL_AFTER):
+        with QemuSession(bd / "kernel", image, cfg, snapshot=False) as s:
+            out = s.run("cksum before.bin", timeout=120).output
+            assert find_panic(out) is None, out
+            before = before or out.split()[1]
+            assert out.split()[1] == before, f"before.bin changed by crash {i}: {out}"
+            partial += crash_sizes(s.run("ls crash.bin", timeout=120).output)
+            s.run("rm crash.bin", timeout=120)
+            with pytest.raises(QemuTimeout):
+                s.run("mkbig crash.bin 48 5", timeout=after)   # killed mid-write
+        assert_clean(repo, image, f"a kill {after} s into a write")
+    with QemuSession(bd / "kernel", image, cfg, snapshot=False) as s:
+        out = s.run("cksum before.bin", timeout=120).output
+        assert out.split()[1] == before, out
+        partial += crash_sizes(s.run("ls crash.bin", timeout=120).output)
+        # Some kill fell in the middle of the write: the file it left is a part of it.
+        assert any(0 < n < 48 << 20 for n in partial), partial
+        out = s.run("mkbig after.bin 8 9", timeout=300).output
+        assert "wrote 8388608 bytes" in out, out
+        out = s.run("usertests -q", timeout=600).output
+        assert find_panic(out) is None and out.rstrip().endswith("ALL TESTS PASSED"), out
+    assert_clean(repo, image, "the reboot that used the disk")
