@@ -50,6 +50,10 @@ extern struct devsw devsw[];
 
 #define CONSOLE 1
 
+// log.c, beyond defs.h: blocks freed by changes not yet committed (writei's direct path
+// must not reuse them before the commit).
+void log_freed(uint b);
+int log_freedsince(uint b);
 // log.c, beyond defs.h: start an operation that may log up to LOGSIZE blocks and runs
 // alone; end it with end_op(). Used by filewrite for large writes.
 void begin_bigop(void);

@@ -49,7 +49,11 @@ static uint ialloc_hint = 1;
 // Zeros, copied out for a block a file does not have (a hole).
 static char zeroblock[BSIZE];
 
-// The landing area of readi's direct path (readdirect).
+// The fewest whole blocks writei sends straight to the disk (writedirect): a request per
+// run costs more than the log's share of a deferred commit for a block or two.
+#define DIRECTMIN 16
+
+// The landing area of readi's direct path (readdirect) and of writei's (writedirect).
 #define BIGREAD 64   // blocks per direct read (256 KiB)
 static struct {
   struct sleeplock lock;            // held while data is in use
@@ -82,11 +86,19 @@ fsinit(int dev)
 
 // ---------------------------------------------------------------- blocks
 
-// Contract: allocate a data block on dev and zero it, both through the log. Returns its
-// number, or 0 when the disk is full. Caller is inside a transaction; it logs at most
-// two blocks here (one bitmap block, the new block). Holds one buffer at a time.
+// How bmap() allocates a missing block (its alloc argument).
+#define ALLOC_NONE   0   // it does not: a missing block is 0
+#define ALLOC_ZERO   1   // zeroed through the log, as every metadata block
+#define ALLOC_DIRECT 2   // a file-data leaf that writedirect() fills straight on the disk:
+                         // not zeroed, and never a block freed since the last commit
+
+// Contract: allocate a data block on dev; with ALLOC_ZERO, zero it through the log; with
+// ALLOC_DIRECT, leave it as it is and skip blocks a change not yet committed freed
+// (log_freedsince). Returns its number, or 0 when no block qualifies. Caller is inside a
+// transaction; it logs at most two blocks here (one bitmap block, the new block). Holds
+// one buffer at a time.
 static uint
-balloc(uint dev)
+balloc(uint dev, int mode)
 {
   acquire(&hintlock);
   uint start = balloc_hint;
@@ -105,23 +117,27 @@ balloc(uint dev)
           continue;
         }
         uchar mask = 1 << (bi % 8);
-        if((bp->data[bi / 8] & mask) == 0){
+        if((bp->data[bi / 8] & mask) == 0 &&
+           !(mode == ALLOC_DIRECT && log_freedsince(b + bi))){
           bp->data[bi / 8] |= mask;
           log_write(bp);
           brelse(bp);
           acquire(&hintlock);
           balloc_hint = b + bi + 1 < sb.size ? b + bi + 1 : 0;
           release(&hintlock);
-          struct buf *zp = bzeroed(dev, b + bi);
-          log_write(zp);
-          brelse(zp);
+          if(mode == ALLOC_ZERO){
+            struct buf *zp = bzeroed(dev, b + bi);
+            log_write(zp);
+            brelse(zp);
+          }
           return b + bi;
         }
       }
       brelse(bp);
     }
   }
-  printf("balloc: out of blocks\n");
+  if(mode == ALLOC_ZERO)
+    printf("balloc: out of blocks\n");
   return 0;
 }
 
@@ -333,9 +349,10 @@ iunlockput(struct inode *ip)
 //                                   double-indirect block addrs[NDIRECT+1]
 // An address 0 means "not allocated".
 
-// Contract: entry i of ip's indirect block ind; when it is 0 and alloc is set, allocate
-// a block and store it there. Returns the entry (0: none, or the disk is full). Holds no
-// buffer across balloc, so at most one buffer lock at a time. Caller holds ip->lock
+// Contract: entry i of ip's indirect block ind; when it is 0 and alloc is not ALLOC_NONE,
+// allocate a block that way (balloc) and store it there. Returns the entry (0: none, or
+// no block could be had). Holds no buffer across balloc, so at most one buffer lock at a
+// time. Caller holds ip->lock
 // (which is what keeps two allocations from racing for one entry) and, to allocate, is
 // in a transaction.
 static uint
@@ -346,8 +363,8 @@ indirect_entry(struct inode *ip, uint ind, uint i, int alloc)
   struct buf *bp = bread(ip->dev, ind);
   uint addr = ((uint *)bp->data)[i];
   brelse(bp);
-  if(addr == 0 && alloc){
-    addr = balloc(ip->dev);
+  if(addr == 0 && alloc != ALLOC_NONE){
+    addr = balloc(ip->dev, alloc);
     if(addr){
       bp = bread(ip->dev, ind);
       ((uint *)bp->data)[i] = addr;
@@ -358,27 +375,29 @@ indirect_entry(struct inode *ip, uint ind, uint i, int alloc)
   return addr;
 }
 
-// Contract: ip->addrs[i]; when it is 0 and alloc is set, allocate a block for it. Caller
-// holds ip->lock, and after allocating is in a transaction and writes the inode with
-// iupdate().
+// Contract: ip->addrs[i]; when it is 0 and alloc is not ALLOC_NONE, allocate a block for
+// it that way (balloc). Caller holds ip->lock, and after allocating is in a transaction
+// and writes the inode with iupdate().
 static uint
 inode_entry(struct inode *ip, int i, int alloc)
 {
-  if(ip->addrs[i] == 0 && alloc)
-    ip->addrs[i] = balloc(ip->dev);
+  if(ip->addrs[i] == 0 && alloc != ALLOC_NONE)
+    ip->addrs[i] = balloc(ip->dev, alloc);
   return ip->addrs[i];
 }
 
-// Contract: disk address of block bn of ip; with alloc, allocate it and any missing
-// indirect block on the way. Returns 0 if it is missing (alloc == 0), beyond MAXFILE,
-// or the disk is full. Caller holds ip->lock; with alloc, it is in a transaction and
-// calls iupdate() afterwards (addrs[] may have changed).
+// Contract: disk address of block bn of ip; unless alloc is ALLOC_NONE, allocate it if
+// missing (the leaf that way, any missing indirect block on the way with ALLOC_ZERO).
+// Returns 0 if it is missing (ALLOC_NONE), beyond MAXFILE, or no block can be had.
+// Caller holds ip->lock; to allocate, it is in a transaction and calls iupdate()
+// afterwards (addrs[] may have changed).
 static uint
 bmap(struct inode *ip, uint64 bn, int alloc)
 {
   if(!holdingsleep(&ip->lock))
     panic("bmap: ip->lock");
   uint ind;
+  int meta = alloc == ALLOC_NONE ? ALLOC_NONE : ALLOC_ZERO;   // indirect blocks
 
   if(bn >= MAXFILE)
     return 0;
@@ -386,15 +405,15 @@ bmap(struct inode *ip, uint64 bn, int alloc)
     return inode_entry(ip, bn, alloc);
   bn -= NDIRECT;
   if(bn < NINDIRECT){
-    if((ind = inode_entry(ip, NDIRECT, alloc)) == 0)
+    if((ind = inode_entry(ip, NDIRECT, meta)) == 0)
       return 0;
     return indirect_entry(ip, ind, bn, alloc);
   }
   bn -= NINDIRECT;
   if(bn < NDINDIRECT){
-    if((ind = inode_entry(ip, NDIRECT + 1, alloc)) == 0)
+    if((ind = inode_entry(ip, NDIRECT + 1, meta)) == 0)
       return 0;
-    if((ind = indirect_entry(ip, ind, bn / NINDIRECT, alloc)) == 0)
+    if((ind = indirect_entry(ip, ind, bn / NINDIRECT, meta)) == 0)
       return 0;
     return indirect_entry(ip, ind, bn % NINDIRECT, alloc);
   }
@@ -434,6 +453,7 @@ freeset_add(struct freeset *fs, uint b)
   if((fs->bp->data[bi / 8] & mask) == 0)
     panic("freeset_add: block already free");
   fs->bp->data[bi / 8] &= ~mask;
+  log_freed(b);
 }
 
 // Contract: free indirect block b and everything below it: depth 1 points at data
@@ -689,7 +709,7 @@ readi(struct inode *ip, int user_dst, uint64 dst, uint64 off, uint n)
     if(bn >= ip->mapbn && bn < ip->mapbn + ip->mapn)
       addr = ip->mapaddr[bn - ip->mapbn];
     if(addr == 0)
-      addr = bmap(ip, bn, 0);
+      addr = bmap(ip, bn, ALLOC_NONE);
     if(addr == 0){
       if(either_copyout(user_dst, dst, zeroblock, m) == -1)
         return -1;
@@ -749,6 +769,62 @@ readpages(struct inode *ip, uint64 bn, char **pages, int n)
   }
 }
 
+// Contract: the direct path of writei for whole blocks appended at the end of ip (block
+// bn on, off = bn*BSIZE >= ip->size): allocate up to nblocks of them (at most BIGREAD)
+// with ALLOC_DIRECT, as long as they are consecutive on the disk, copy the bytes from src
+// into the landing area and write the run home with one request, then bring a cached
+// copy of any of them (from the block's former life) and the page cache up to date.
+// Returns the bytes written (a multiple of BSIZE), 0 if no block could be had this way,
+// or -1 if copying from src failed (the blocks stay allocated past the file's end, as
+// when writei's copy fails).
+//
+// Why this is crash-safe without the log: a block past the end of the file belongs to
+// no committed state of it, and ALLOC_DIRECT never returns a block that a change not
+// yet committed freed, so no committed file owns it either. The data is on the disk
+// before writei returns, hence before the commit that makes the block part of the file
+// (the bitmap and the map entries go through the log as usual). Caller holds ip->lock
+// and is inside a transaction; takes bigread.lock (after ip->lock) for the landing area.
+static int
+writedirect(struct inode *ip, int user_src, uint64 src, uint64 bn, uint64 nblocks)
+{
+  if(!holdingsleep(&ip->lock))
+    panic("writedirect: ip->lock");
+  uint first = 0;
+  int k = 0;
+
+  for(; k < min(nblocks, BIGREAD); k++){
+    uint addr = bmap(ip, bn + k, ALLOC_DIRECT);
+    if(addr == 0 || (k > 0 && addr != first + k))
+      break;   // the block, if any, is written by the cached path
+    if(k == 0)
+      first = addr;
+  }
+  if(k == 0)
+    return 0;
+
+  uint64 len = (uint64)k * BSIZE;
+  for(;;){
+    if(user_src && uprefault(src, len, 0) < 0)
+      return -1;
+    acquiresleep(&bigread.lock);
+    if(copyheld(user_src, src, (char *)bigread.data, len, 0) == 0)
+      break;
+    releasesleep(&bigread.lock);
+  }
+  virtio_disk_write(bigread.data, k, first);
+  for(int i = 0; i < k; i++){
+    char *data = (char *)bigread.data + i * BSIZE;
+    if(bcached(ip->dev, first + i)){
+      struct buf *bp = bread(ip->dev, first + i);
+      memmove(bp->data, data, BSIZE);
+      brelse(bp);
+    }
+    pagecache_write(ip, bn + i, 0, data, BSIZE);
+  }
+  releasesleep(&bigread.lock);
+  return len;
+}
+
 // Contract: write n bytes from src (user virtual address if user_src) into ip at byte
 // off, growing the file if needed; off may not lie beyond the end. Returns the bytes
 // written, which is less than n if the disk filled up or copying from src failed, or -1
@@ -769,7 +845,18 @@ writei(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
     return -1;
 
   for(tot = 0; tot < n; tot += m, off += m, src += m){
-    uint addr = bmap(ip, off / BSIZE, 1);
+    // A run of whole blocks appended at the end goes straight to the disk when it can.
+    // Fewer blocks are cheaper through the log, whose deferred commits gather them.
+    if(off % BSIZE == 0 && off >= ip->size && n - tot >= DIRECTMIN * BSIZE){
+      int r = writedirect(ip, user_src, src, off / BSIZE, (n - tot) / BSIZE);
+      if(r < 0)
+        break;
+      if(r > 0){
+        m = r;
+        continue;
+      }
+    }
+    uint addr = bmap(ip, off / BSIZE, ALLOC_ZERO);
     if(addr == 0)
       break;
     m = min(n - tot, BSIZE - off % BSIZE);

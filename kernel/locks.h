@@ -26,7 +26,7 @@
 //           mappage -> pagecache_get]. A directory before the inodes it names
 //           [create, sys_unlink]; namex holds one at a time.
 //         bigread.lock (fs.c)
-//             the landing area of readi's direct path [readdirect]
+//             the landing area of the direct paths [readdirect, writedirect]
 //           b->lock (bio.c)
 //               one buffer's data [under ip->lock: ilock, bmap, readi, writei,
 //               iupdate]. Several at once: tree blocks top-down, then a bitmap block

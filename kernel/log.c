@@ -81,6 +81,14 @@ struct log {
 };
 static struct log log;
 
+// Blocks freed by changes not yet committed, one bit a block, set in [freedlo, freedhi]
+// (log.lock). balloc() does not hand them out for file data that goes straight to the
+// disk (writei's direct path): a crash before the commit would leave such a block its
+// old owner's, holding the new data. A commit point makes the frees durable and clears
+// them; commit() runs alone, so it needs no lock for that.
+static uchar freed[FSMAXBLOCKS / 8];
+static uint freedlo = FSMAXBLOCKS, freedhi;
+
 // An uncommitted change older than this (in ticks) is committed by the next end_op()
 // that leaves no operation outstanding.
 #define COMMIT_TICKS 10
@@ -264,6 +272,30 @@ end_op(void)
   release(&log.lock);
 }
 
+// Contract: note that the caller's operation freed block b (itrunc); the note lasts
+// until the commit point that makes the free durable. Caller is inside an operation.
+void
+log_freed(uint b)
+{
+  if(b >= FSMAXBLOCKS)
+    panic("log_freed: block");
+  acquire(&log.lock);
+  freed[b / 8] |= 1 << (b % 8);
+  freedlo = b < freedlo ? b : freedlo;
+  freedhi = b > freedhi ? b : freedhi;
+  release(&log.lock);
+}
+
+// Contract: 1 if block b was freed by a change not yet committed (log_freed), else 0.
+int
+log_freedsince(uint b)
+{
+  acquire(&log.lock);
+  int r = b < FSMAXBLOCKS && (freed[b / 8] & (1 << (b % 8)));
+  release(&log.lock);
+  return r;
+}
+
 // Contract: make everything logged so far durable: keep new operations out, wait for the
 // outstanding ones to end (the last one out commits) or commit what is deferred. Returns
 // when the log is empty. Caller holds no inode or buffer lock, as for begin_op().
@@ -315,6 +347,10 @@ commit(void)
     return;
   write_log();
   write_head();          // the commit point
+  if(freedlo <= freedhi)
+    memset(freed + freedlo / 8, 0, freedhi / 8 - freedlo / 8 + 1);
+  freedlo = FSMAXBLOCKS;
+  freedhi = 0;
   install_committed();
   log.lh.n = 0;
   write_head();          // the log is empty again

@@ -100,5 +100,7 @@ struct virtio_blk_req {
 // The caller holds each buffer's sleeplock.
 struct buf;
 void virtio_disk_rwv(struct buf **bufs, int n, uint blockno, int write);
-// Read n consecutive blocks from blockno into n*BSIZE bytes of contiguous kernel memory.
+// Read n consecutive blocks from blockno into n*BSIZE bytes of contiguous kernel memory,
+// or write them from there (writedirect's fresh file blocks).
 void virtio_disk_read(void *dst, int n, uint blockno);
+void virtio_disk_write(void *src, int n, uint blockno);

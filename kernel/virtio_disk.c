@@ -318,6 +318,16 @@ virtio_disk_read(void *dst, int n, uint blockno)
   disk_io(&disks[0], &dst, &len, 1, blockno, 0);
 }
 
+// Contract: write n consecutive blocks at blockno from src, n*BSIZE bytes of contiguous
+// kernel memory, in one request (writei's direct path). The caller owns src until this
+// returns (writedirect holds bigread.lock).
+void
+virtio_disk_write(void *src, int n, uint blockno)
+{
+  uint32 len = n * BSIZE;
+  disk_io(&disks[0], &src, &len, 1, blockno, 1);
+}
+
 // Contract: move the n pages pa[0..n) to or from blocks blockno.. blockno+n-1 of device
 // dev (SWAPDEV: swap.c; FSDISK: the page cache's fill, fs.c readpages), in one request;
 // 1 <= n <= VIRTIO_MAXBUFS. The caller owns
