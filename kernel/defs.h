@@ -219,6 +219,7 @@ int             resolve(struct proc *p, uint64 va, int access, int can_sleep); /
 // oom.c -- the OOM killer, and the fault path's tries around it and reclaim
 void            oominit(void);
 int             oomretry(struct proc *p, uint64 va, int access); // vmfault's tries, vmlock held
+void            oomcopyfail(struct proc *p, uint64 va); // a copy found no page: p dies
 
 // pagecache.c -- file pages that are mapped, one copy each (see pagecache.c)
 void            pagecacheinit(void);

@@ -12,8 +12,9 @@
 // killed:` start, so whoever counts the processes killed for memory counts it too.
 //
 // oomretry() is where the fault path (vmfault, fault.c) comes when a fault finds no page:
-// it reclaims and tries the fault again while reclaim frees something, and only then kills
-// (oomkill) and tries again.
+// it reclaims and tries the fault again while reclaim frees something (or, while swap has
+// room, could a tick later), and only then kills (oomkill) and tries again. A fault in a
+// system call's copy that still finds no page kills its process too (oomcopyfail).
 //
 // Locks: oomlock (a sleeplock: its holder sleeps while its victim exits) lets one faulter
 // at a time choose and kill, so that two faulters never kill for the same shortage; the
@@ -34,7 +35,10 @@
 #include "kernel/swap.h"
 #include "kernel/defs.h"
 
-#define OOM_WAIT_TICKS 100   // how long a faulter waits for its victim to have exited
+#define OOM_WAIT_TICKS 100   // how long a faulter waits for busy processes (reclaim, sizing)
+// How long a faulter waits for its victim's exit to give pages back: a process of hundreds
+// of MiB, paged partly to swap, takes more than a second of a loaded host to exit.
+#define OOM_EXIT_TICKS 1000
 #define OOM_ENOUGH 64        // free pages that let a fault try again without a kill
 
 extern struct proc proc[NPROC];
@@ -126,9 +130,9 @@ largest(struct proc *p, int *busy)
   return victim;
 }
 
-// Contract: kill victim for p's fault, print its line, and wait (at most OOM_WAIT_TICKS)
-// until it has exited. Returns 1 if it did, 0 if p was killed or the victim did not exit
-// in time. Caller holds oomlock.
+// Contract: kill victim for p's fault, print its line, and wait (at most OOM_EXIT_TICKS)
+// until it has exited, or its exit has given OOM_ENOUGH pages back. Returns 1 then, 0 if
+// p was killed or the victim did not exit in time. Caller holds oomlock.
 static int
 killfor(struct proc *p, struct proc *victim)
 {
@@ -140,8 +144,8 @@ killfor(struct proc *p, struct proc *victim)
     return 0;
   printf("usertrap: pid %d (%s) killed: out of memory, the largest (pid %d faulted)\n",
          pid, victim->name, p->pid);
-  for(int t = 0; t < OOM_WAIT_TICKS && !killed(p); t++){
-    if(exited(victim, pid))
+  for(int t = 0; t < OOM_EXIT_TICKS && !killed(p); t++){
+    if(exited(victim, pid) || kfreepages() >= OOM_ENOUGH)
       return 1;
     sleep_tick();
   }
@@ -186,22 +190,34 @@ oomkill(struct proc *p)
 }
 
 // Contract: vmfault's tries at the fault of p (the caller) at page-aligned va: resolve()
-// (fault.c) it, and while free pages are below the low watermark and it fails, reclaim
-// (swap.c) and try again as long as reclaim frees something. If it still fails for want
-// of a page (p->nomem), call the OOM killer and try again after each victim has exited.
-// Returns resolve()'s last answer: 0, or -1 (a bad address, or p dies for memory). Caller
-// holds p->vmlock (panics otherwise) and no spinlock; p's vmlock is let go of around each
-// oomkill(), so p's page table may have changed when resolve() runs again.
+// (fault.c) it, and while it fails for want of a page (p->nomem), reclaim (swap.c) and try
+// again. When reclaim frees nothing although swap has free slots, the pages it could take
+// belong to processes busy in their own page tables (visit() passes over them), so p tries
+// again a tick later, without its vmlock (so that others' reclaim may take p's pages), at
+// most OOM_WAIT_TICKS times. Without swap, or with swap full, it calls the OOM killer and
+// tries again after each victim has exited. Returns resolve()'s last answer: 0, or -1 (a
+// bad address, or p dies for memory: p->nomem is then still set). Caller holds p->vmlock
+// (panics otherwise) and no spinlock; p's vmlock is let go of around each wait, so p's
+// page table may have changed when resolve() runs again.
 int
 oomretry(struct proc *p, uint64 va, int access)
 {
   if(!holdingsleep(&p->vmlock))
     panic("oomretry: vmlock");
-  int r;
   p->nomem = 0;
-  while((r = resolve(p, va, access, 1)) != 0 && kfreepages() < swap_low() &&
-        reclaim(RECLAIM_BATCH) > 0)
+  int r = resolve(p, va, access, 1);
+  for(int idle = 0; r != 0 && p->nomem && idle < OOM_WAIT_TICKS; ){
+    if(reclaim(RECLAIM_BATCH) == 0){
+      if(swap_free_slots() == 0)
+        break;
+      idle++;
+      releasesleep(&p->vmlock);
+      sleep_tick();
+      acquiresleep(&p->vmlock);
+    }
     p->nomem = 0;
+    r = resolve(p, va, access, 1);
+  }
   // Out of memory, swap included: the largest process dies instead of p if p is not it
   // (each round frees pages or kills one more process: NPROC rounds at most). p lets go
   // of its vmlock while it waits there, so that the killer can size p (largest), and so
@@ -216,4 +232,19 @@ oomretry(struct proc *p, uint64 va, int access)
     r = resolve(p, va, access, 1);
   }
   return r;
+}
+
+// Contract: p's copy to or from its own user memory at va (copyin/copyout, vm.c) failed
+// because vmfault found no page even after reclaim and the OOM killer (p->nomem): p is
+// the process to die for memory, as it would be for the same fault in user code. It gets
+// its line and is marked killed, so it exits before returning to user mode and never sees
+// the system call fail. Caller is p, holding no spinlock.
+void
+oomcopyfail(struct proc *p, uint64 va)
+{
+  if(killed(p))
+    return;   // the OOM killer chose p meanwhile: it has its line
+  printf("usertrap: pid %d (%s) killed: out of memory in a system call (va %p)\n",
+         p->pid, p->name, (void *)va);
+  setkilled(p);
 }

@@ -626,8 +626,13 @@ userpte(pagetable_t pagetable, uint64 va, int is_store)
   // LAB lazy: end
   if(fault_first){
     struct proc *p = myproc();
-    if(p == 0 || p->pagetable != pagetable || vmfault(p, va, is_store) != 0)
+    if(p == 0 || p->pagetable != pagetable)
       return 0;
+    if(vmfault(p, va, is_store) != 0){
+      if(p->nomem && !holding_spinlocks())
+        oomcopyfail(p, va);   // p dies for memory, as for the same fault in user code
+      return 0;
+    }
     pte = walk(pagetable, va, 0);
   }
   if(pte == 0 || (*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))

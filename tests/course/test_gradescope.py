@@ -113,7 +113,10 @@ def grade(root: Path, put: Any) -> dict[str, Any]:
         env = {**grader_env(), "AUTOGRADER_ROOT": str(root)}
         p = run([str(root / "run_autograder")], root, env)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-        data = json.loads((root / "results/results.json").read_text())
+        text = (root / "results/results.json").read_text()
+        assert text, ("run_autograder left an empty results.json (a full /tmp?)\n"
+                      + p.stdout[-3000:] + p.stderr[-3000:])
+        data = json.loads(text)
     jsonschema.validate(data, SCHEMA)
     return data
 

@@ -103,6 +103,21 @@ def test_console_echo_crlf_and_glued_lines():
     assert parse_smolprobe(console) == parse_smolprobe(SEED_EAGER)
 
 
+@pytest.mark.parametrize("kill", [
+    "usertrap: pid 5 (smolprobe) killed: scause 0x000000000000000f sepc 0x0000000000000f78 "
+    "stval 0x000000001fa2a000\n",
+    "usertrap: pid 4 (smolserve) killed: out of memory, the largest (pid 5 faulted)\n",
+    "usertrap: pid 5 (smolprobe) killed: out of memory in a system call "
+    "(va 0x000000001fa2a000)\n",
+])
+def test_kernel_kill_line_inside_a_record_is_taken_out(kill):
+    """Each of the kernel's kill lines (kernel/trap.c, kernel/oom.c) can land inside a
+    program's line on the console; the record around it reads as if it had not."""
+    at = SEED_EAGER.index(PREFIX + "kv_capacity") + len(PREFIX) + 3
+    console = SEED_EAGER[:at] + kill + SEED_EAGER[at:]
+    assert split_records(console, PREFIX) == split_records(SEED_EAGER, PREFIX)
+
+
 def test_trace_tokens_logits_and_bench_lines():
     text = body("host-trace")
     r = parse_smolprobe(text)

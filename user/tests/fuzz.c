@@ -192,8 +192,8 @@ static void failwith(int code)
       kill(kids[k].pid);
   const char *who = me.depth == 0 ? "" : me.depth == 1 ? " child" : " grandchild";
   printf("fuzz: FAIL worker %d%s pid %d op %ld %s: %s; repro: fuzz --seed %ld --procs %d "
-         "--ops %ld\n", me.id, who, me.pid, me.op, me.call ? me.call : "-", why, (long)o_seed,
-         o_procs, upto);
+         "--ops %ld%s\n", me.id, who, me.pid, me.op, me.call ? me.call : "-", why, (long)o_seed,
+         o_procs, upto, o_hog ? " --hog" : "");
   report(code);
   exit(code);
 }
@@ -1888,8 +1888,8 @@ struct totals {
 // The repro line's options for a failure nobody could pin to an operation.
 static void repro_all(void)
 {
-  printf("; repro: fuzz --seed %ld --procs %d --%s %ld\n", (long)o_seed, o_procs,
-         o_secs ? "seconds" : "ops", o_secs ? o_secs : o_ops);
+  printf("; repro: fuzz --seed %ld --procs %d --%s %ld%s\n", (long)o_seed, o_procs,
+         o_secs ? "seconds" : "ops", o_secs ? o_secs : o_ops, o_hog ? " --hog" : "");
 }
 
 // Add the report records in buf[0..n) to t; returns how many bytes were whole records.

@@ -38,10 +38,12 @@ class ParseError(ValueError):
 PANIC_RE = re.compile(r"^panic: .*$", re.M)
 USERTRAP_RE = re.compile(r"^usertrap: .*$", re.M)
 # The kernel's line for a process killed by a fault (kernel/trap.c) or for memory by the OOM
-# killer (kernel/oom.c); on the console it may land inside a program's line (the two write
-# to the same UART), so it is taken out before the lines are split.
+# killer or in a system call's copy (kernel/oom.c); on the console it may land inside a
+# program's line (the two write to the same UART), so it is taken out before the lines are
+# split.
 KILLED_LINE_RE = re.compile(r"usertrap: pid [0-9]+ \([^)\n]*\) killed: (?:scause \S+ sepc \S+ "
-                            r"stval \S+|out of memory, the largest \(pid [0-9]+ faulted\))\n")
+                            r"stval \S+|out of memory, the largest \(pid [0-9]+ faulted\)"
+                            r"|out of memory in a system call \(va \S+\))\n")
 
 
 def find_panic(text: str) -> str | None:
