@@ -62,6 +62,7 @@ int             readi(struct inode*, int user_addr, uint64 dst, uint64 off, uint
 void            readpages(struct inode*, uint64 bn, char **pages, int n); // page cache fill, ip locked
 void            stati(struct inode*, struct stat*);
 int             writei(struct inode*, int user_addr, uint64 src, uint64 off, uint n);
+int             writeappend(struct inode*, int user_addr, uint64 src, uint64 off, uint n);
 void            itrunc(struct inode*);
 
 // kalloc.c -- physical pages, each with a reference count (see kalloc.c)

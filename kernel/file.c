@@ -163,7 +163,10 @@ fileread(struct file *f, uint64 addr, int n)
 // Returns n, or -1 if not all of it could be written (for a pipe or device, what they
 // return). Caller holds a reference to f and is not inside a transaction: a write to
 // an inode runs one transaction per chunk, so a failed write may leave its first chunks
-// written. Long writes use big operations, which commit fewer times.
+// written. Whole blocks appended at the end of the file go straight to the disk
+// (writeappend, fs.c) in normal transactions that log only the metadata, so their commits
+// are deferred and shared like any others'; other long writes log their data in big
+// operations, which commit fewer times.
 int
 filewrite(struct file *f, uint64 addr, int n)
 {
@@ -179,23 +182,31 @@ filewrite(struct file *f, uint64 addr, int n)
   if(f->type != FD_INODE)
     panic("filewrite");
 
+  struct inode *ip = f->ip;
   int i = 0;
   while(i < n){
     int n1 = n - i;
-    if(n1 > WRITECHUNK){
-      if(n1 > BIGWRITECHUNK)
-        n1 = BIGWRITECHUNK;
+    // Read without ip->lock (which comes after the transaction's start), so only a hint:
+    // writeappend looks again under the lock and writes nothing if the file has changed.
+    int append = n1 >= BSIZE && f->off % BSIZE == 0 && f->off == ip->size;
+    int big = !append && n1 > WRITECHUNK;
+    if(big)
       begin_bigop();
-    } else {
+    else
       begin_op();
+    ilock(ip);
+    int r = append ? writeappend(ip, 1, addr + i, f->off, n1 - n1 % BSIZE) : 0;
+    int want = r;
+    if(r == 0){
+      int chunk = big ? BIGWRITECHUNK : WRITECHUNK;
+      want = n1 < chunk ? n1 : chunk;
+      r = writei(ip, 1, addr + i, f->off, want);
     }
-    ilock(f->ip);
-    int r = writei(f->ip, 1, addr + i, f->off, n1);
     if(r > 0)
       f->off += r;
-    iunlock(f->ip);
+    iunlock(ip);
     end_op();
-    if(r != n1)
+    if(r < 0 || r != want)
       break;   // disk full, bad address, or file too big
     i += r;
   }

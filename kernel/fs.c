@@ -141,6 +141,33 @@ balloc(uint dev, int mode)
   return 0;
 }
 
+// Contract: allocate blocks addr, addr+1, ... on dev as long as each is free, was not
+// freed by a change not yet committed (log_freedsince, as ALLOC_DIRECT) and lies in the
+// same bitmap block as addr: at most n of them, none zeroed. Returns how many (0 if addr
+// itself is taken). One bitmap read and one log_write for the run: writedirect's blocks
+// after its first. Caller is inside a transaction.
+static uint
+balloc_at(uint dev, uint addr, uint n)
+{
+  uint c = 0;
+  struct buf *bp = bread(dev, BBLOCK(addr, sb));
+  for(; c < n && addr + c < sb.size && (addr + c) / BPB == addr / BPB; c++){
+    uint bi = (addr + c) % BPB;
+    uchar mask = 1 << (bi % 8);
+    if((bp->data[bi / 8] & mask) || log_freedsince(addr + c))
+      break;
+    bp->data[bi / 8] |= mask;
+  }
+  if(c > 0){
+    log_write(bp);
+    acquire(&hintlock);
+    balloc_hint = addr + c < sb.size ? addr + c : 0;
+    release(&hintlock);
+  }
+  brelse(bp);
+  return c;
+}
+
 // ---------------------------------------------------------------- inodes
 //
 // The inode table holds the inodes in use in memory. An entry with ref > 0 belongs to
@@ -578,6 +605,47 @@ bmap_run(struct inode *ip, uint64 bn, uint *addrs, int max)
   return n;
 }
 
+// Contract: extend a run of ip's blocks on the disk: give blocks bn, bn+1, ... of ip
+// (none allocated yet, all listed in the map block that lists bn: the inode or one
+// existing indirect block) the disk blocks addr, addr+1, ... (balloc_at), at most max of
+// them. Returns how many (0 when the first cannot be had so, or bn's indirect block does
+// not exist yet: bmap() then allocates it). For writedirect: one map read and one
+// log_write per run instead of a bmap() per block. Caller holds ip->lock and is inside a
+// transaction; it calls iupdate() afterwards.
+static int
+bmap_extend(struct inode *ip, uint64 bn, uint addr, int max)
+{
+  uint cur[BIGREAD], ind = 0;
+  int n = bmap_run(ip, bn, cur, min(max, BIGREAD));
+  int free = 0;
+  while(free < n && cur[free] == 0)
+    free++;
+  if(free == 0)
+    return 0;
+  uint64 rel = bn - NDIRECT;   // bn's index past the direct blocks (when it has one)
+  if(bn >= NDIRECT){
+    ind = rel < NINDIRECT ? ip->addrs[NDIRECT] :
+          indirect_entry(ip, ip->addrs[NDIRECT + 1], (rel - NINDIRECT) / NINDIRECT, ALLOC_NONE);
+    if(ind == 0)
+      return 0;
+  }
+  uint c = balloc_at(ip->dev, addr, free);
+  if(c == 0)
+    return 0;
+  if(bn < NDIRECT){
+    for(uint i = 0; i < c; i++)
+      ip->addrs[bn + i] = addr + i;
+  } else {
+    struct buf *bp = bread(ip->dev, ind);
+    uint first = rel < NINDIRECT ? rel : (rel - NINDIRECT) % NINDIRECT;
+    for(uint i = 0; i < c; i++)
+      ((uint *)bp->data)[first + i] = addr + i;
+    log_write(bp);
+    brelse(bp);
+  }
+  return c;
+}
+
 // Contract: copy len bytes between kernel address kva and dst, a user address of the
 // calling process if user, else a kernel one: to dst when to_dst, else from it. Returns 0,
 // or -1 if dst is not (writable) user memory. Called holding a lock that a fault may need
@@ -789,18 +857,15 @@ writedirect(struct inode *ip, int user_src, uint64 src, uint64 bn, uint64 nblock
 {
   if(!holdingsleep(&ip->lock))
     panic("writedirect: ip->lock");
-  uint first = 0;
-  int k = 0;
-
-  for(; k < min(nblocks, BIGREAD); k++){
-    uint addr = bmap(ip, bn + k, ALLOC_DIRECT);
-    if(addr == 0 || (k > 0 && addr != first + k))
-      break;   // the block, if any, is written by the cached path
-    if(k == 0)
-      first = addr;
-  }
-  if(k == 0)
+  // The first block the usual way (bmap also makes a missing indirect block); the rest
+  // extend its run on the disk while the blocks after it are free.
+  uint first = bmap(ip, bn, ALLOC_DIRECT);
+  if(first == 0)
     return 0;
+  int k = 1, c;
+  while(k < min(nblocks, BIGREAD) &&
+        (c = bmap_extend(ip, bn + k, first + k, min(nblocks, BIGREAD) - k)) > 0)
+    k += c;
 
   uint64 len = (uint64)k * BSIZE;
   for(;;){
@@ -873,6 +938,29 @@ writei(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
   // Written even when the size did not change: bmap may have filled in ip->addrs.
   iupdate(ip);
   return tot;
+}
+
+// Contract: filewrite's large appends: write up to n bytes (whole blocks, at most BIGREAD
+// of them) from src at off == ip->size, a block boundary, by writedirect alone, so that
+// the transaction logs only the metadata (a few bitmap and indirect blocks and the inode,
+// well under MAXOPBLOCKS) however many blocks it writes. Returns the bytes written; 0 when the file is
+// not so (another writer got there first), n is under DIRECTMIN blocks, or no block could
+// be had this way: the caller writes through writei instead; -1 if copying from src
+// failed. Caller holds ip->lock and is inside a transaction.
+int
+writeappend(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
+{
+  if(!holdingsleep(&ip->lock))
+    panic("writeappend: ip->lock");
+  if(off != ip->size || off % BSIZE != 0 || n % BSIZE != 0 || n < DIRECTMIN * BSIZE ||
+     off + n > MAXFILE * BSIZE)
+    return 0;
+  int r = writedirect(ip, user_src, src, off / BSIZE, n / BSIZE);
+  if(r > 0){
+    ip->size = off + r;
+    iupdate(ip);
+  }
+  return r;
 }
 
 // ---------------------------------------------------------------- directories
