@@ -7,7 +7,7 @@
 #   make gdb                                               gdb-multiarch on that boot (.gdbinit)
 #   make clean                                             remove every configuration's build
 #
-# Each flag configuration builds into its own folder, build/lazy<L>-cow<C>[-mem<M>]/, so
+# Each flag configuration builds into its own folder, build/lazy<L>-cow<C>[-mem<M>][-kdebug-pageout]/, so
 # configurations never share objects and can be booted side by side.
 
 LAZY_ALLOC ?= 1
@@ -18,6 +18,7 @@ SWAPSIZE ?= 0
 FS_MB ?= 256
 EXTRA_UPROGS ?=
 MODEL ?=
+KDEBUG ?=
 # The project's own interpreter: the virtual environment that scripts/setup.sh makes (the
 # harness passes its own with PYTHON=). Never the system python3, which lacks the packages.
 PYTHON ?= $(wildcard $(CURDIR)/.venv/bin/python)
@@ -43,6 +44,11 @@ endif
 # changes no build folder; 0 boots without one.
 ifeq ($(shell [ "$(SWAPSIZE)" -ge 0 ] 2>/dev/null && [ "$(SWAPSIZE)" -le 4096 ] 2>/dev/null && echo ok),)
 $(error SWAPSIZE must be a number of MiB between 0 and 4096, not '$(SWAPSIZE)')
+endif
+# KDEBUG=pageout: a debug kernel, in a folder of its own, that pages out each page a copy
+# to or from user memory has just faulted in (docs/memory.md, "Checking a race").
+ifneq ($(filter-out pageout,$(KDEBUG)),)
+$(error KDEBUG must be empty or pageout, not '$(KDEBUG)')
 endif
 ifeq ($(shell [ "$(CPUS)" -ge 1 ] 2>/dev/null && [ "$(CPUS)" -le 8 ] 2>/dev/null && echo ok),)
 $(error CPUS must be a number between 1 and 8, not '$(CPUS)')
@@ -74,14 +80,15 @@ OBJDUMP = $(TOOLPREFIX)objdump
 AR = $(TOOLPREFIX)ar
 HOSTCC ?= gcc
 
-CFG := lazy$(LAZY_ALLOC)-cow$(COW_ALLOC)$(if $(filter-out $(DEFAULT_MEMSIZE),$(MEMSIZE)),-mem$(MEMSIZE))
+CFG := lazy$(LAZY_ALLOC)-cow$(COW_ALLOC)$(if $(filter-out $(DEFAULT_MEMSIZE),$(MEMSIZE)),-mem$(MEMSIZE))$(if $(KDEBUG),-kdebug-$(KDEBUG))
 B := build/$(CFG)
 
 COMMON_CFLAGS = -Wall -Werror -O2 -fno-omit-frame-pointer -ggdb -gdwarf-2 -mcmodel=medany \
 	-ffreestanding -fno-common -nostdlib -fno-stack-protector -fno-pie -no-pie -I. -MMD -MP
 
 KCFLAGS = $(COMMON_CFLAGS) -march=rv64imac_zicsr_zifencei -mabi=lp64 \
-	-DLAZY_ALLOC=$(LAZY_ALLOC) -DCOW_ALLOC=$(COW_ALLOC) -DMEMSIZE_MB=$(MEMSIZE)
+	-DLAZY_ALLOC=$(LAZY_ALLOC) -DCOW_ALLOC=$(COW_ALLOC) -DMEMSIZE_MB=$(MEMSIZE) \
+	$(if $(KDEBUG),-DKDEBUG_PAGEOUT=1)
 
 UCFLAGS = $(COMMON_CFLAGS) -march=rv64gc -mabi=lp64d -ffp-contract=off \
 	-fno-builtin-printf -fno-builtin-fprintf -fno-builtin-malloc -fno-builtin-free \

@@ -250,6 +250,7 @@ int             vmreserve(uint64 npages);  // reclaim until npages are free abov
 uint64          swap_low(void);          // the free-page low watermark
 uint64          swap_free_slots(void);
 void            swapstat(struct memstat *);
+void            swap_evict(struct proc *p, uint64 va);  // KDEBUG=pageout: page va out now
 
 // rmap.c -- the reverse map: the PTEs of a page several processes map (see rmap.c)
 struct pageout;

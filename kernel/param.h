@@ -26,6 +26,12 @@
 #ifndef COW_ALLOC
 #define COW_ALLOC 0       // 1: fork shares pages read-only; a store copies on demand
 #endif
+// A debug kernel (make KDEBUG=pageout, docs/memory.md "Checking a race"): 1 pages out
+// each page a copy to or from user memory has just faulted in, so that every such copy
+// meets the race it must survive. 0 in every other build.
+#ifndef KDEBUG_PAGEOUT
+#define KDEBUG_PAGEOUT 0
+#endif
 
 // The clock: QEMU's time CSR counts at 10 MHz; the timer interrupts every TICK_CYCLES,
 // i.e. 100 times a second, and each hart-0 interrupt adds one to ticks (sleep/uptime unit).

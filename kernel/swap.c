@@ -335,6 +335,28 @@ writeout(struct proc *q, struct pageout *out, int n, int nshared)
   release(&swap.lock);
 }
 
+// KDEBUG=pageout only (docs/memory.md, "Checking a race"). Contract: page p's page at va
+// out now, as reclaim on another hart may do whenever p is preempted (visit() takes
+// RUNNABLE processes): the clock's hand passes that one PTE twice (the first pass may
+// only take PTE_A). Nothing happens to a page that is not p's alone, a file's, or when no
+// slot is free. Caller is p, holding no lock.
+void
+swap_evict(struct proc *p, uint64 va)
+{
+  struct pageout out;
+  uint64 shared;
+  int n = 0, nscan, nshared;
+
+  acquiresleep(&p->vmlock);
+  acquire(&p->lock);   // as visit() holds it around uvmpageout()
+  for(int pass = 0; pass < 2 && n == 0; pass++)
+    uvmpageout(p->pagetable, va, 1, &out, 1, &n, &nscan, &shared, &nshared);
+  release(&p->lock);
+  sfence_vma();
+  writeout(p, &out, n, 0);
+  releasesleep(&p->vmlock);
+}
+
 // Contract: one visit of the hand to process q: page out up to want of its pages from
 // hand.va on (uvmpageout chooses them, rmap_pageout those q shares with others), write
 // them and free them. Returns the pages freed; *scanned is the PTEs looked at (1 for a

@@ -616,15 +616,22 @@ userpte(pagetable_t pagetable, uint64 va, int is_store)
 {
   if(va >= MAXVA)
     return 0;
-  pte_t *pte = walk(pagetable, va, 0);
-  int missing = pte == 0 || (*pte & PTE_V) == 0;
-  int readonly = !missing && (*pte & (PTE_COW | PTE_FILE)) && (*pte & PTE_W) == 0;
-  // LAB lazy: begin
-  int fault_first = missing || (is_store && readonly);
-  // LAB lazy: stub
-  // int fault_first = is_store && readonly;   // a missing page makes the copy fail
-  // LAB lazy: end
-  if(fault_first){
+  for(int refault = 0; ; refault++){
+    pte_t *pte = walk(pagetable, va, 0);
+    int missing = pte == 0 || (*pte & PTE_V) == 0;
+    int readonly = !missing && (*pte & (PTE_COW | PTE_FILE)) && (*pte & PTE_W) == 0;
+    // LAB lazy: begin
+    int fault_first = missing || (is_store && readonly);
+    // LAB lazy: stub
+    // int fault_first = is_store && readonly;   // a missing page makes the copy fail
+    // LAB lazy: end
+    if(!fault_first){
+      if(pte == 0 || (*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
+        return 0;
+      if(is_store && (*pte & PTE_W) == 0)
+        return 0;
+      return pte;
+    }
     struct proc *p = myproc();
     if(p == 0 || p->pagetable != pagetable)
       return 0;
@@ -633,13 +640,11 @@ userpte(pagetable_t pagetable, uint64 va, int is_store)
         oomcopyfail(p, va);   // p dies for memory, as for the same fault in user code
       return 0;
     }
-    pte = walk(pagetable, va, 0);
+    // Look again: if p was preempted since vmfault() let go of p->vmlock, reclaim on
+    // another hart may have paged the page out again (swap.c), and then it faults again.
+    if(KDEBUG_PAGEOUT && refault == 0 && !holding_spinlocks())
+      swap_evict(p, va);   // that race, every time (docs/memory.md)
   }
-  if(pte == 0 || (*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
-    return 0;
-  if(is_store && (*pte & PTE_W) == 0)
-    return 0;
-  return pte;
 }
 
 // Contract: 1 if *pte still maps a page (after userpte() found it, a process that was

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 import nexos.course.cli as course_cli
 from nexos.cli import cli
 from nexos.course.grade import grade_config, select_checks, swap_check_config
+from nexos.machine.build import make_command
 from nexos.machine.config import BuildConfig, ConfigError, matrix
 from nexos.machine.qemu import BootMismatch, QemuSession, kill_all
 from nexos.parse import find_panic, parse_boot_line
@@ -389,3 +390,30 @@ def test_programs_pass_with_swap(build_kernel, repo, lazy, cow):
             if not lines or lines[-1] != "ALL TESTS PASSED":
                 failures.append(f"{cmd}:\n{out[-2000:]}")
     assert not failures, "\n\n".join(failures)
+
+
+# --------------------------------------------------------------------------- a race, every time
+
+@pytest.mark.long
+@pytest.mark.qemu  # it builds its debug kernel itself (no kernel fixture says so)
+@pytest.mark.parametrize("lazy,cow", [(1, 0), (0, 1)], ids=["lazy1-cow0", "lazy0-cow1"])
+def test_copies_survive_a_pageout_after_their_fault(repo, lazy, cow):
+    """A copy to or from user memory faults its page in; if the process is preempted before
+    the copy, reclaim on another hart may page it out again (the fuzzer met it once in
+    213 013 calls: memstat into a lazy heap page returned -1). The debug kernel of
+    `make KDEBUG=pageout` pages out every page a copy has just faulted in, so each copy
+    meets that race: the fuzzer and usertests must still pass, nothing leaked. A kernel
+    whose copy does not fault the page in again fails the fuzzer at once here."""
+    cfg = BuildConfig(lazy, cow, memsize=MEMSIZE, cpus=2, swapsize=64)
+    build = subprocess.run([*make_command(repo, cfg, extra=("KDEBUG=pageout",))],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
+    d = repo / "build" / f"{cfg.name}-kdebug-pageout"
+    with QemuSession(d / "kernel", d / "fs.img", cfg, swap_dir=repo / "build",
+                     lifetime=600) as s:
+        fuzz = s.run("fuzz --seed 1 --procs 2 --seconds 10", timeout=120).output
+        evicted = re.search(r"fuzz: done .* swap_outs=(\d+) swap_ins=(\d+)", fuzz)
+        assert evicted and int(evicted[1]) > 0, f"no page was paged out:\n{fuzz[-2000:]}"
+        for cmd, out in (("fuzz", fuzz), ("usertests", s.run("usertests", timeout=300).output)):
+            assert find_panic(out) is None, f"{cmd}: kernel panic\n{out[-3000:]}"
+            assert out.strip().splitlines()[-1] == "ALL TESTS PASSED", f"{cmd}:\n{out[-3000:]}"
