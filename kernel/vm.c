@@ -609,8 +609,9 @@ uvmforkpages(struct proc *p)
 // or a load, or 0 if there is none. When pagetable is the calling process's own, an
 // unmapped lazy heap or mmap page or (for a store) a COW page or a read-only file page
 // is first resolved by vmfault(),
-// exactly as if user code had touched it. Other tables (exec's new one) are used as
-// they are.
+// exactly as if user code had touched it, and again if the page has gone by the time
+// userpte looks (a preemption after the fault let reclaim take it). Other tables (exec's
+// new one) are used as they are.
 static pte_t *
 userpte(pagetable_t pagetable, uint64 va, int is_store)
 {

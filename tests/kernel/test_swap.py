@@ -3,7 +3,9 @@ boot line's `swap=`, BuildConfig.swapsize, QemuSession's private swap disk (on t
 and `--swap` of `nexos run`/`grade`. Booted for real, in all four configurations with 128 MiB
 of RAM and 512 MiB of swap: swaptest as the swap lab's grade check runs it (a process uses
 2x RAM and gets every word back; a cold region two processes share goes to swap rather than
-a working set) and the other test programs with swap in the machine."""
+a working set) and the other test programs with swap in the machine; and the fuzzer and
+usertests on the debug kernel of `make KDEBUG=pageout`, where every copy's page is paged out
+again right after its fault."""
 
 from __future__ import annotations
 
