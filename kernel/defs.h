@@ -197,7 +197,8 @@ int             uvmcopy(pagetable_t old, pagetable_t new, uint64 lo, uint64 hi);
 void            uvmfree(pagetable_t, uint64 sz);
 void            uvmunmap(pagetable_t, uint64 va, uint64 npages, int do_free); // skips holes
 void            uvmclear(pagetable_t, uint64 va);
-int             growproc(struct proc *, int n);  // sbrk, caller holds p->vmlock: eager or lazy growth by policy; -1 on failure
+int             growproc(struct proc *, int n, int how);  // sbrk, caller holds p->vmlock: eager or lazy growth by policy; -1 on failure
+uint64          vmcapacity(void);      // pages of RAM and swap: the largest size sbrk promises
 void            vmstat(struct proc *p, struct memstat *ms);  // fill the memstat snapshot
 uint64          uvmforkpages(struct proc *p);  // pages a fork of p will allocate
 uint64          uvmanonpages(pagetable_t);     // resident anonymous user pages
@@ -248,6 +249,7 @@ int             swap_held(uint64 slot, int n);  // whether a PTE names one of n 
 int             reclaim(int want);       // page out up to want pages; sleeps
 int             vmreserve(uint64 npages);  // reclaim until npages are free above the low mark
 uint64          swap_low(void);          // the free-page low watermark
+uint64          swap_total_slots(void);
 uint64          swap_free_slots(void);
 void            swapstat(struct memstat *);
 void            swap_evict(struct proc *p, uint64 va);  // KDEBUG=pageout: page va out now

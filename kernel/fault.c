@@ -6,7 +6,9 @@
 // points (growproc, uvmcopy and userpte are vm.c's; the fault functions are here):
 //
 //   LAZY_ALLOC  growproc()  1: sbrk(n>0) only raises p->sz     0: maps every page now
-//               vmfault()   1: maps a zeroed heap page on first touch (lazyfault)
+//                           (sbrklazy only raises p->sz in both: the lazy policy asked for)
+//               vmfault()   maps a zeroed heap page on first touch (lazyfault): with
+//                           LAZY_ALLOC=0 only sbrklazy leaves such pages
 //   COW_ALLOC   uvmcopy()   1: fork shares pages (share_pte)   0: copies them (copy_pte)
 //               vmfault()   1: a store to a PTE_COW page copies or takes it (cowfault)
 //   both        userpte()   copyin/copyout/copyinstr fault pages in through vmfault()
@@ -48,8 +50,9 @@ flushva(uint64 va)
   asm volatile("sfence.vma %0, zero" : : "r"(va) : "memory");
 }
 
-// LAZY_ALLOC=1. Contract: map a zeroed, writable user page at page-aligned va, which is
-// in p's heap and unmapped. Returns 0, or -1 if out of memory.
+// Lazy growth (sbrk with LAZY_ALLOC=1, or sbrklazy). Contract: map a zeroed, writable user
+// page at page-aligned va, which is in p's heap and unmapped. Returns 0, or -1 if out of
+// memory.
 static int
 lazyfault(struct proc *p, uint64 va)
 {
@@ -204,7 +207,9 @@ resolve(struct proc *p, uint64 va, int access, int can_sleep)
     rmap_share(p, va, pte, slot, run);
     return is_store && (*pte & PTE_W) == 0 ? resolve(p, va, FAULT_STORE, can_sleep) : 0;
   }
-  if(LAZY_ALLOC && va >= p->heapbase && va < p->sz)
+  // An unmapped heap page: sbrk left it to first touch (LAZY_ALLOC=1), or sbrklazy did
+  // (any configuration).
+  if(va >= p->heapbase && va < p->sz)
     return lazyfault(p, va);
   // A file page on first touch (-1 unless va is in a region), or, in either policy,
   // again after reclaim dropped it. It is mapped read-only, so a store then takes one
@@ -228,7 +233,7 @@ resolve(struct proc *p, uint64 va, int access, int can_sleep)
 //   valid user PTE that allows the access               -> 0: mapped meanwhile by
 //                          another process's page-in (rmap_share)
 //   paged-out PTE (any configuration, with swap)        -> swapfault(): read back
-//   no valid PTE, heapbase <= va < sz, LAZY_ALLOC=1     -> lazyfault(): zeroed page
+//   no valid PTE, heapbase <= va < sz (lazy growth)     -> lazyfault(): zeroed page
 //   no valid PTE, va in an mmap region (LAZY_ALLOC=1, or a page reclaim dropped)
 //                                                       -> mmapfault(): the file page,
 //                          then for a store one of the two cases above

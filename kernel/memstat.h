@@ -12,7 +12,7 @@ struct memstat {
   uint64 free_pages;   // pages kalloc() can still hand out (whole system): its free list plus
                        // the pages it has never handed out yet
   uint64 total_pages;  // pages the physical allocator manages (whole system)
-  uint64 lazy_faults;  // this process: faults that mapped a zeroed heap page (LAZY_ALLOC=1)
+  uint64 lazy_faults;  // this process: faults that mapped a zeroed heap page (lazy growth)
   uint64 cow_faults;   // this process: writes (store fault or copyout) that hit a COW page
   uint64 cow_copies;   // this process: COW faults resolved by copying the page
   uint64 cow_reuses;   // this process: COW faults where it was the sole owner: made writable, no copy

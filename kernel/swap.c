@@ -455,6 +455,13 @@ swap_low(void)
   return low > 2 * RECLAIM_BATCH ? low : 2 * RECLAIM_BATCH;
 }
 
+// Contract: slots on the swap disk (0 without swap): part of what sbrk may promise (vmcapacity).
+uint64
+swap_total_slots(void)
+{
+  return swap.nslots;
+}
+
 // Contract: slots free now (0 without swap). A statistic, and eager sbrk's upper bound.
 uint64
 swap_free_slots(void)

@@ -24,3 +24,7 @@
 #define SYS_mmap    23
 #define SYS_munmap  24
 #define SYS_getppid 25
+
+// sys_sbrk(n, how)'s second argument (user/ulib.c: sbrk and sbrklazy; kernel/vm.c growproc).
+#define SBRK_POLICY 0   // sbrk: eager or lazy as the kernel's LAZY_ALLOC says
+#define SBRK_LAZY   1   // sbrklazy: only the size grows, in every configuration

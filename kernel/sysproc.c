@@ -15,6 +15,7 @@
 #include "kernel/spinlock.h"
 #include "kernel/proc.h"
 #include "kernel/memstat.h"
+#include "kernel/syscall.h"
 #include "kernel/defs.h"
 
 // Contract: exit(status): never returns. status is any int, kept for the parent's wait.
@@ -60,20 +61,24 @@ sys_wait(void)
   return wait(addr);
 }
 
-// Contract: sbrk(n): grow (or shrink, n < 0) the heap by n bytes; returns the old end of
-// the heap, or (char*)-1 on failure, with nothing changed. Eager or lazy by LAZY_ALLOC
-// (growproc). Any n is safe: growproc() refuses what does not fit.
+// Contract: sbrk(n, how): grow (or shrink, n < 0) the heap by n bytes; returns the old end
+// of the heap, or (char*)-1 on failure, with nothing changed. how: SBRK_POLICY (eager or
+// lazy by LAZY_ALLOC) or SBRK_LAZY (kernel/syscall.h); growproc says what each promises.
+// Any n and how are safe: growproc() refuses what does not fit, an unknown how is -1.
 uint64
 sys_sbrk(void)
 {
-  int n;
+  int n, how;
 
   struct proc *p = myproc();
 
   argint(0, &n);
+  argint(1, &how);
+  if(how != SBRK_POLICY && how != SBRK_LAZY)
+    return -1;
   uint64 old = p->sz;
   acquiresleep(&p->vmlock);   // reclaim keeps off p's page table meanwhile (vm.c)
-  int r = growproc(p, n);
+  int r = growproc(p, n, how);
   releasesleep(&p->vmlock);
   if(r < 0)
     return -1;

@@ -47,6 +47,7 @@
 #include "kernel/spinlock.h"
 #include "kernel/proc.h"
 #include "kernel/memstat.h"
+#include "kernel/syscall.h"
 #include "kernel/defs.h"
 
 pagetable_t kernel_pagetable;  // the kernel's page table; every hart runs on it in the kernel
@@ -478,18 +479,27 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 lo, uint64 hi)
 // ---------------------------------------------------------------- sbrk
 
 // Contract: sbrk's policy. Grow (n > 0) or shrink (n < 0) the memory of p, the calling process,
-// by n bytes; returns 0, or -1 with nothing changed.
+// by n bytes; returns 0, or -1 with nothing changed. how is SBRK_POLICY (sbrk: the kernel's
+// LAZY_ALLOC decides) or SBRK_LAZY (sbrklazy: lazy in every configuration).
 //   grow:   the new size must not pass the lowest mmap region (mmap_floor: TRAPFRAME,
 //           the top of user space, when there is none).
-//           LAZY_ALLOC=1: only p->sz rises; vmfault() maps each page on first touch.
-//           LAZY_ALLOC=0: every new page is mapped now, or none is (out of memory: -1).
-//   shrink: the new size must not go below p->heapbase (sbrk cannot release the
-//           program, its stack or its guard page); the mapped pages of the released
-//           range are unmapped and their references dropped, holes skipped.
+//           lazy (LAZY_ALLOC=1, or SBRK_LAZY): only p->sz rises; vmfault() maps each
+//           page on first touch. Plain sbrk still refuses a size that memory could never
+//           hold, more pages than RAM and swap have together (vmcapacity), as Linux's
+//           heuristic overcommit refuses an obvious overcommit: a program that grows
+//           until sbrk fails (MIT's usertests counts free memory so) stops there.
+//           SBRK_LAZY promises nothing and is held only to mmap_floor.
+//           eager (LAZY_ALLOC=0, SBRK_POLICY): every new page is mapped now, or none is
+//           (out of memory: -1).
+//   shrink: releases down to sz + n, but never below p->heapbase (sbrk cannot release the
+//           program, its stack or its guard page): a larger shrink, even one past
+//           address 0, stops at heapbase and succeeds, as xv6's leaves the size alone.
+//           The mapped pages of the released range are unmapped and their references
+//           dropped, holes skipped.
 // The caller (sys_sbrk) holds p->vmlock, so that another process's reclaim leaves p's
 // page table alone while an eager grow sleeps in reclaim or is preempted midway.
 int
-growproc(struct proc *p, int n)
+growproc(struct proc *p, int n, int how)
 {
   if(!holdingsleep(&p->vmlock))
     panic("growproc: vmlock");
@@ -499,10 +509,12 @@ growproc(struct proc *p, int n)
   if(n > 0){
     if(newsz < oldsz || newsz > mmap_floor(p))
       return -1;
+    if(how == SBRK_POLICY && PGROUNDUP(newsz) / PGSIZE > vmcapacity())
+      return -1;
     // LAB lazy: begin
-    int eager = !LAZY_ALLOC;
+    int eager = !LAZY_ALLOC && how == SBRK_POLICY;
     // LAB lazy: stub
-    // int eager = 1;  // in both configurations until LAZY_ALLOC=1 only raises p->sz
+    // int eager = 1;  // in both configurations until lazy growth only raises p->sz
     // LAB lazy: end
     if(eager){
       // Refuse at once what cannot fit, so that a failed sbrk does not even leave
@@ -515,12 +527,20 @@ growproc(struct proc *p, int n)
     }
   } else if(n < 0){
     if(newsz > oldsz || newsz < p->heapbase)
-      return -1;
+      newsz = p->heapbase;
     uvmdealloc(p->pagetable, oldsz, newsz);
     sfence_vma();
   }
   p->sz = newsz;
   return 0;
+}
+
+// Contract: the most pages one process could ever have resident or paged out: all of
+// the pages kalloc manages and every swap slot. Plain sbrk's bound under lazy growth.
+uint64
+vmcapacity(void)
+{
+  return ktotalpages() + swap_total_slots();
 }
 
 // ---------------------------------------------------------------- memstat

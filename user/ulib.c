@@ -4,6 +4,7 @@
 #include "kernel/stat.h"
 #include "kernel/fcntl.h"
 #include "kernel/memstat.h"
+#include "kernel/syscall.h"
 #include "user/user.h"
 
 extern int main(int argc, char *argv[]);
@@ -399,4 +400,16 @@ clock_cycles(void)
 
   asm volatile("rdcycle %0" : "=r"(c));
   return c;
+}
+
+char *
+sbrk(int n)
+{
+  return sys_sbrk(n, SBRK_POLICY);
+}
+
+char *
+sbrklazy(int n)
+{
+  return sys_sbrk(n, SBRK_LAZY);
 }

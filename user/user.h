@@ -24,7 +24,7 @@ int chdir(const char*);
 int dup(int);
 int getpid(void);
 int getppid(void);   // the parent's pid; 1 (init) once the parent has exited
-char* sbrk(int);
+char* sys_sbrk(int n, int how);   // how: SBRK_POLICY or SBRK_LAZY (kernel/syscall.h)
 int sleep(int);
 int uptime(void);
 int memstat(struct memstat*);   // fill a snapshot (kernel/memstat.h); 0 or -1
@@ -40,10 +40,14 @@ int munmap(void *addr, uint64 len);   // a whole region, a prefix or a suffix; 0
 #define SBRK_ERROR ((char *)-1)   // what sbrk returns when it fails
 // pause(n): sleep(n) under its newer name; 0, or -1 if the caller is killed meanwhile.
 static inline int pause(int n) { return sleep(n); }
-// sbrklazy(n): sbrk(n); whether the new pages are mapped lazily is the kernel's LAZY_ALLOC.
-static inline char *sbrklazy(int n) { return sbrk(n); }
 
 // ulib.c
+// sbrk(n): grow the heap by n bytes (shrink, n < 0); the old end, or SBRK_ERROR. Whether the
+// new pages are mapped now is the kernel's LAZY_ALLOC; either way it refuses more than RAM
+// and swap could hold. sbrklazy(n): the same, but lazy in every configuration and held to
+// no such bound (docs/userland.md).
+char* sbrk(int n);
+char* sbrklazy(int n);
 int stat(const char*, struct stat*);
 char* strcpy(char*, const char*);
 char* strncpy(char*, const char*, int);

@@ -69,8 +69,8 @@ getpid:
   ecall
   ret
 
-.global sbrk
-sbrk:
+.global sys_sbrk
+sys_sbrk:
   li a7, SYS_sbrk
   ecall
   ret

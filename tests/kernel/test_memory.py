@@ -42,7 +42,7 @@ def test_memory_programs(build_kernel, repo, lazy, cow):
     with QemuSession.for_config(cfg, repo) as s:
         baseline = free_pages(s, lazy, cow)
         for cmd, limit in (("lazytests", 600), ("cowtests", 600), ("mmaptests", 600),
-                           ("usertests", 1800),
+                           ("usertests", 1800), ("usertests sbrklazy", 300),
                            ("stress -n 300 -t 60 -s 7", 300)):
             out = s.run(cmd, timeout=limit).output
             assert find_panic(out) is None, f"{cmd}: kernel panic\n{out[-3000:]}"

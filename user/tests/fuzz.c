@@ -974,7 +974,9 @@ static void op_sbrk(void)
   }
   if (n > 0 && (h + n) / PGSIZE > heapcap)
     n = -n;
-  int ok = n > 0 ? sz + n <= sbrk_floor() : (long)sz + n >= (long)heapbase;
+  // A grow must stay below the lowest region and within RAM and swap; a shrink always
+  // succeeds, stopping at the heap's base however far it asks (kernel/vm.c growproc).
+  int ok = n <= 0 || (sz + n <= sbrk_floor() && PGROUNDUP(sz + n) / PGSIZE <= room_pages);
   at("sbrk");
   uint64 r = (uint64)sbrk((int)n);
   if (!ok)
@@ -987,25 +989,31 @@ static void op_sbrk(void)
   if (r == ~0UL)
     return;
   uint64 old = sz;
-  sz += n;
+  sz = (long)sz + n >= (long)heapbase ? sz + n : heapbase;
   if (n > 0)
     check_zero(old, sz);
 }
 
-// The largest sbrk there is. With LAZY_ALLOC it only moves the top: one store into its
-// last page through the kernel, and it is given back at once. Eager, only where it cannot
-// fit (it must fail and map nothing).
+// The largest sbrk there is. Plain sbrk must refuse it where it exceeds RAM and swap, in
+// both policies, and map nothing. sbrklazy only moves the top, in every configuration: one
+// store into its last page through the kernel, and it is given back at once.
 static void op_bigsbrk(void)
 {
   int n = 0x7fffffff - (int)rn(PGSIZE);
-  int ok = sz + n <= sbrk_floor();
-  if (!lazy && (uint64)n / PGSIZE <= room_pages)
+  uint64 r;
+  if (rn(2)) {
+    if (PGROUNDUP(sz + n) / PGSIZE <= room_pages)
+      return;   // it could fit (and eager, it would map it all)
+    at("sbrk");
+    r = (uint64)sbrk(n);
+    FCHECK(r == ~0UL, "sbrk(%d) beyond RAM and swap returned %p, top %p", n, (void *)r,
+           (void *)sz);
     return;
-  if (!lazy)
-    ok = 0;
-  at("sbrk");
-  uint64 r = (uint64)sbrk(n);
-  FCHECK(r == (ok ? sz : ~0UL), "sbrk(%d) returned %p, top %p", n, (void *)r, (void *)sz);
+  }
+  at("sbrklazy");
+  r = (uint64)sbrklazy(n);
+  FCHECK(r == (sz + n <= sbrk_floor() ? sz : ~0UL), "sbrklazy(%d) returned %p, top %p", n,
+         (void *)r, (void *)sz);
   if (r == ~0UL)
     return;
   uint64 old = sz, dst = sz + n - sizeof(struct stat) - rn(2 * PGSIZE);

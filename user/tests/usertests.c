@@ -590,6 +590,94 @@ static void sbrkfree(void)
         (long)a.free_pages, (long)c.free_pages, (long)a.pt_pages, (long)c.pt_pages);
 }
 
+// Grow 64 KiB at a time until sbrk fails, as a course's usertests counts free memory
+// (MIT's countfree): the count must end, in both policies (lazy growth is held to RAM and
+// swap), and come out the same twice, with every page back in between (but the page-table
+// pages an eager grow made, which stay until exit).
+static long sbrkcount(void)
+{
+  char *base = sbrk(0);
+  long n = 0;
+  while (sbrk(16 * PGSIZE) != SBRK_ERROR)
+    n++;
+  CHECK(sbrk(-(int)(sbrk(0) - base)) != SBRK_ERROR && sbrk(0) == base, "shrink back failed");
+  return n;
+}
+
+// sbrk's bounds: growth until failure ends and repeats (sbrkcount); a shrink past the
+// heap's base stops there and returns the old top, however far it asks (even below address 0).
+static void sbrkbound(void)
+{
+  struct memstat a, b;
+  int st = -99;
+  snap(&a);
+  long n1 = sbrkcount(), n2 = sbrkcount();
+  snap(&b);
+  CHECK(n1 == n2, "sbrk until failure grew %ld times, then %ld", n1, n2);
+  CHECK(n1 * 16 <= (long)tl_memory(&a), "sbrk grew %ld pages, past RAM and swap (%ld)",
+        n1 * 16, (long)tl_memory(&a));
+  CHECK(tl_free(&b) + (long)(b.pt_pages - a.pt_pages) == tl_free(&a),
+        "free pages %ld before, %ld after (page-table pages %ld -> %ld, kept until exit)",
+        tl_free(&a), tl_free(&b), (long)a.pt_pages, (long)b.pt_pages);
+  int pid = fork();
+  CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    if (sbrk(2 * PGSIZE) == SBRK_ERROR)
+      exit(4);
+    char *top = sbrk(0);
+    if (sbrk(-(int)((uint64)top + 1)) != top)
+      exit(2);
+    exit(sbrk(0) <= top - 2 * PGSIZE ? 0 : 3);   // now at the heap's base
+  }
+  CHECK(wait(&st) == pid && st == 0, "sbrk(-(top + 1)) in a child: status %d", st);
+}
+
+// sbrklazy reserves lazily in every configuration, past RAM and swap (MIT's lazy_alloc asks
+// an eager kernel for 1 GiB): pages are mapped on first touch, by the program or by the
+// kernel's copyout, a forked child sees them, and the shrink gives every page back. Named
+// only: with LAZY_ALLOC=0 it needs the lazy lab's fault path, and the lazy lab's starter
+// tree must pass a plain `usertests` there (docs/lab.md).
+#define LAZY_TOUCHES 64
+static void sbrklazytest(void)
+{
+  struct memstat a, b, c;
+  int st = -99;
+  snap(&a);
+  snap(&a);
+  long n = (long)(tl_memory(&a) + 16) * PGSIZE;
+  if (n < (1L << 30))
+    n = 1L << 30;
+  if (n > 0x7fff0000L)
+    n = 0x7fff0000L;
+  long step = (n / LAZY_TOUCHES) & ~(long)(PGSIZE - 1);
+  char *p = sbrklazy((int)n);
+  CHECK(p != SBRK_ERROR, "sbrklazy(%ld) failed", n);
+  snap(&b);
+  CHECK(b.mapped_pages == a.mapped_pages, "sbrklazy mapped %ld pages",
+        (long)(b.mapped_pages - a.mapped_pages));
+  for (int i = 0; i < LAZY_TOUCHES; i++)
+    p[i * step] = (char)(i + 1);
+  CHECK(fstat(1, (struct stat *)(p + n - PGSIZE)) == 0, "fstat into an untouched page failed");
+  snap(&c);
+  CHECK(c.mapped_pages - b.mapped_pages == LAZY_TOUCHES + 1, "%d touches mapped %ld pages",
+        LAZY_TOUCHES + 1, (long)(c.mapped_pages - b.mapped_pages));
+  int pid = fork();
+  CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    for (int i = 0; i < LAZY_TOUCHES; i++)
+      if (p[i * step] != (char)(i + 1))
+        exit(2);
+    exit(p[PGSIZE] == 0 ? 0 : 3);   // an untouched page reads as zero
+  }
+  CHECK(wait(&st) == pid && st == 0, "the child saw the lazy heap wrong: status %d", st);
+  CHECK(sbrk(-(int)n) == p + n, "shrink after sbrklazy");
+  snap(&c);
+  CHECK(c.mapped_pages == a.mapped_pages, "%ld pages still mapped after the shrink",
+        (long)(c.mapped_pages - a.mapped_pages));
+  CHECK(tl_free(&c) + (long)(c.pt_pages - a.pt_pages) == tl_free(&a),
+        "free pages %ld before, %ld after", tl_free(&a), tl_free(&c));
+}
+
 // A big heap is seen intact by a forked child; the child's writes do not reach the parent.
 static void sbrkfork(void)
 {
@@ -645,7 +733,7 @@ static void oom_child(uint64 lazy)
   snap(&a);
   uint64 want = (tl_room(&a) + 8192) * PGSIZE;
   while (got < want) {
-    if (sbrk(1 << 26) == (char *)-1)
+    if (sbrklazy(1 << 26) == (char *)-1)   // more than RAM and swap: sbrk would refuse
       exit(4);
     got += 1 << 26;
   }
@@ -855,6 +943,7 @@ static const struct test tests[] = {
   { "deadcwd", deadcwd, 1 },
   { "sbrkbasic", sbrkbasic, 1 },
   { "sbrkfree", sbrkfree, 1 },
+  { "sbrkbound", sbrkbound, 1 },
   { "badptr", badptr, 1 },
   { "badfd", badfd, 1 },
   { "textwrite", textwrite, 1 },
@@ -868,6 +957,7 @@ static const struct test tests[] = {
   { "oom", oom, 0 },
   { "consolemix", consolemix, NAMED_ONLY },
   { "maxfile", maxfile, NAMED_ONLY },
+  { "sbrklazy", sbrklazytest, NAMED_ONLY },
   { 0, 0, 0 },
 };
 

@@ -12,7 +12,8 @@ TITLES = {"lazy": "Lazy allocation (`LAZY_ALLOC=1`)", "cow": "Copy-on-write fork
 
 TASKS = {
     "lazy": """\
-`sbrk(n > 0)` must only raise `p->sz` when `LAZY_ALLOC=1`; the first load or store on a
+`sbrk(n > 0)` must only raise `p->sz` when `LAZY_ALLOC=1`, and `sbrklazy(n > 0)` (`how ==
+SBRK_LAZY` in `growproc()`) in every configuration; the first load or store on a
 heap page then maps a zeroed page (`vmfault()` already sends those faults to
 `lazyfault()`), and `copyin`/`copyout` fault such pages in as if user code had touched
 them. Today every `sbrk` is eager and a fault on a missing page kills the process. The
