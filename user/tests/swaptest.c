@@ -90,15 +90,15 @@ static uint64 fit(struct memstat *m, uint64 want, uint64 eighths)
 
 // ---------------------------------------------------------------- the heap and its pattern
 
-// Grow the heap by n pages in steps sbrk's int can take; returns the first new page, or 0
-// when an sbrk fails (*done then says how many pages it got). For the children of a test,
-// which report by exit status.
-static char *try_grow(uint64 n, uint64 *done)
+// Grow the heap by n pages in steps sbrk's int can take, with sbrk or (lazy) sbrklazy;
+// returns the first new page, or 0 when a step fails (*done then says how many pages it
+// got). For the children of a test, which report by exit status.
+static char *try_grow(uint64 n, uint64 *done, int lazy)
 {
   char *base = align_heap();
   for (*done = 0; *done < n; ) {
     uint64 k = n - *done > STEP_PAGES ? STEP_PAGES : n - *done;
-    if (sbrk((int)(k * PGSIZE)) == (char *)-1)
+    if ((lazy ? sbrklazy : sbrk)((int)(k * PGSIZE)) == (char *)-1)
       return 0;
     *done += k;
   }
@@ -109,7 +109,7 @@ static char *try_grow(uint64 n, uint64 *done)
 static char *grow(uint64 n)
 {
   uint64 done;
-  char *base = try_grow(n, &done);
+  char *base = try_grow(n, &done, 0);
   CHECK(base != 0, "sbrk failed after %ld of %ld pages (%ld at a time)", (long)done, (long)n,
         (long)STEP_PAGES);
   return base;
@@ -306,7 +306,7 @@ static void exittest(void)
   if (pid == 0) {
     struct memstat m;
     uint64 done;
-    char *p = try_grow(n, &done);
+    char *p = try_grow(n, &done, 0);
     if (p == 0)
       exit(4);
     fill(p, 0, n, 1, SEED_A);
@@ -429,10 +429,11 @@ static void sharedcold(void)
           (long)us[SHARED_WALKS - 1], last_ins, shared_outs, outs);
 }
 
-// A child wants more than RAM and swap together. LAZY_ALLOC=1: its sbrk succeeds and the
-// fault that finds both full kills it (status -1). LAZY_ALLOC=0: an sbrk fails once both are
-// full, changing nothing, and it exits 8 (9: never refused; 10: the failed sbrk changed its
-// size; 11: refused before it had more than RAM; 6: LAZY_ALLOC=1 refused the sbrk itself).
+// A child wants more than RAM and swap together. LAZY_ALLOC=1: it reserves that with
+// sbrklazy (plain sbrk refuses it at once) and the fault that finds both full kills it
+// (status -1). LAZY_ALLOC=0: an sbrk fails once both are full, changing nothing, and it
+// exits 8 (9: never refused; 10: the failed sbrk changed its size; 11: refused before it
+// had more than RAM; 6: LAZY_ALLOC=1 refused the sbrklazy itself).
 // Everything comes back; the kernel lives.
 static void full(void)
 {
@@ -449,7 +450,7 @@ static void full(void)
     char *base = align_heap();
     if (m0.lazy_alloc) {
       uint64 done;
-      if (try_grow(want, &done) == 0)
+      if (try_grow(want, &done, 1) == 0)   // sbrk refuses more than RAM and swap
         exit(6);
       for (uint64 pg = 0; pg < want; pg++)
         *(uint64 *)(base + pg * PGSIZE) = pg;
