@@ -249,7 +249,7 @@ int             swap_held(uint64 slot, int n);  // whether a PTE names one of n 
 int             reclaim(int want);       // page out up to want pages; sleeps
 int             vmreserve(uint64 npages);  // reclaim until npages are free above the low mark
 uint64          swap_low(void);          // the free-page low watermark
-uint64          swap_total_slots(void);
+uint64          swap_total_slots(void);  // slots on the swap disk (0: none)
 uint64          swap_free_slots(void);
 void            swapstat(struct memstat *);
 void            swap_evict(struct proc *p, uint64 va);  // KDEBUG=pageout: page va out now
