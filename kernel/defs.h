@@ -198,7 +198,7 @@ void            uvmfree(pagetable_t, uint64 sz);
 void            uvmunmap(pagetable_t, uint64 va, uint64 npages, int do_free); // skips holes
 void            uvmclear(pagetable_t, uint64 va);
 int             growproc(struct proc *, int n, int how);  // sbrk, caller holds p->vmlock: eager or lazy growth by policy; -1 on failure
-uint64          vmcapacity(void);      // pages of RAM and swap: the largest size sbrk promises
+uint64          sbrkcap(void);         // the largest size in pages plain sbrk allows
 void            vmstat(struct proc *p, struct memstat *ms);  // fill the memstat snapshot
 uint64          uvmforkpages(struct proc *p);  // pages a fork of p will allocate
 uint64          uvmanonpages(pagetable_t);     // resident anonymous user pages

@@ -14,6 +14,7 @@
 #define FSSIZE       32768 // default file-system size in blocks (mkfs may be told otherwise)
 #define MAXPATH      128  // longest path name
 #define USERSTACK    1    // user stack pages (below them: one guard page)
+#define OVERCOMMIT_PCT 150 // lazy sbrk: a process may reserve up to this % of RAM + swap (vm.c)
 
 // Build-time configuration. The Makefile always passes all three as -D flags (its defaults
 // are LAZY_ALLOC=1 COW_ALLOC=1 and its DEFAULT_MEMSIZE); the policies below only serve a

@@ -455,7 +455,7 @@ swap_low(void)
   return low > 2 * RECLAIM_BATCH ? low : 2 * RECLAIM_BATCH;
 }
 
-// Contract: slots on the swap disk (0 without swap): part of what sbrk may promise (vmcapacity).
+// Contract: slots on the swap disk (0 without swap): part of what sbrk may promise (sbrkcap, vm.c).
 uint64
 swap_total_slots(void)
 {

@@ -484,10 +484,12 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 lo, uint64 hi)
 //   grow:   the new size must not pass the lowest mmap region (mmap_floor: TRAPFRAME,
 //           the top of user space, when there is none).
 //           lazy (LAZY_ALLOC=1, or SBRK_LAZY): only p->sz rises; vmfault() maps each
-//           page on first touch. Plain sbrk still refuses a size that memory could never
-//           hold, more pages than RAM and swap have together (vmcapacity), as Linux's
-//           heuristic overcommit refuses an obvious overcommit: a program that grows
-//           until sbrk fails (MIT's usertests counts free memory so) stops there.
+//           page on first touch. Plain sbrk still refuses an obvious overcommit, as
+//           Linux's heuristic does: a size of more than OVERCOMMIT_PCT (param.h) of RAM
+//           and swap together (sbrkcap). Room to reserve more than RAM (the point of
+//           lazy growth: a KV cache, the classic lazy lab's tests), yet finite, so that a
+//           program that grows until sbrk fails (MIT's usertests counts free memory so)
+//           stops, and a request for twice the memory fails as on an eager kernel.
 //           SBRK_LAZY promises nothing and is held only to mmap_floor.
 //           eager (LAZY_ALLOC=0, SBRK_POLICY): every new page is mapped now, or none is
 //           (out of memory: -1).
@@ -509,7 +511,7 @@ growproc(struct proc *p, int n, int how)
   if(n > 0){
     if(newsz < oldsz || newsz > mmap_floor(p))
       return -1;
-    if(how == SBRK_POLICY && PGROUNDUP(newsz) / PGSIZE > vmcapacity())
+    if(how == SBRK_POLICY && PGROUNDUP(newsz) / PGSIZE > sbrkcap())
       return -1;
     // LAB lazy: begin
     int eager = !LAZY_ALLOC && how == SBRK_POLICY;
@@ -535,12 +537,12 @@ growproc(struct proc *p, int n, int how)
   return 0;
 }
 
-// Contract: the most pages one process could ever have resident or paged out: all of
-// the pages kalloc manages and every swap slot. Plain sbrk's bound under lazy growth.
+// Contract: the most pages plain sbrk lets one process have: OVERCOMMIT_PCT of all the
+// pages kalloc manages and every swap slot (growproc says why).
 uint64
-vmcapacity(void)
+sbrkcap(void)
 {
-  return ktotalpages() + swap_total_slots();
+  return (ktotalpages() + swap_total_slots()) * OVERCOMMIT_PCT / 100;
 }
 
 // ---------------------------------------------------------------- memstat

@@ -43,9 +43,9 @@ static inline int pause(int n) { return sleep(n); }
 
 // ulib.c
 // sbrk(n): grow the heap by n bytes (shrink, n < 0); the old end, or SBRK_ERROR. Whether the
-// new pages are mapped now is the kernel's LAZY_ALLOC; either way it refuses more than RAM
-// and swap could hold. sbrklazy(n): the same, but lazy in every configuration and held to
-// no such bound (docs/userland.md).
+// new pages are mapped now is the kernel's LAZY_ALLOC; lazily it still refuses more than
+// 150% of RAM and swap (docs/memory.md). sbrklazy(n): the same, but lazy in every
+// configuration and held to no such bound.
 char* sbrk(int n);
 char* sbrklazy(int n);
 int stat(const char*, struct stat*);

@@ -108,7 +108,7 @@ static long o_ops = 1000, o_secs;
 static uint64 deadline;                // clock_us() at which workers stop (0: --ops)
 static char topdir[24], base[40];      // /fuzz.<pid> and this worker's /fuzz.<pid>/w<k>
 static int lazy, cow;                  // the kernel's policies (memstat)
-static uint64 room_pages;              // RAM + swap, in pages
+static uint64 sbrkcap_pages;           // the most pages plain sbrk allows (tl_sbrkcap)
 static uint64 stream;                  // this process's random stream: one number an operation
 static uint64 rs;                      // the operation's own generator, seeded from stream
 
@@ -974,9 +974,9 @@ static void op_sbrk(void)
   }
   if (n > 0 && (h + n) / PGSIZE > heapcap)
     n = -n;
-  // A grow must stay below the lowest region and within RAM and swap; a shrink always
+  // A grow must stay below the lowest region and within sbrk's bound; a shrink always
   // succeeds, stopping at the heap's base however far it asks (kernel/vm.c growproc).
-  int ok = n <= 0 || (sz + n <= sbrk_floor() && PGROUNDUP(sz + n) / PGSIZE <= room_pages);
+  int ok = n <= 0 || (sz + n <= sbrk_floor() && PGROUNDUP(sz + n) / PGSIZE <= sbrkcap_pages);
   at("sbrk");
   uint64 r = (uint64)sbrk((int)n);
   if (!ok)
@@ -994,19 +994,19 @@ static void op_sbrk(void)
     check_zero(old, sz);
 }
 
-// The largest sbrk there is. Plain sbrk must refuse it where it exceeds RAM and swap, in
-// both policies, and map nothing. sbrklazy only moves the top, in every configuration: one
+// The largest sbrk there is. Plain sbrk must refuse it where it passes its bound
+// (OVERCOMMIT_PCT of RAM and swap), in both policies, and map nothing. sbrklazy only moves the top, in every configuration: one
 // store into its last page through the kernel, and it is given back at once.
 static void op_bigsbrk(void)
 {
   int n = 0x7fffffff - (int)rn(PGSIZE);
   uint64 r;
   if (rn(2)) {
-    if (PGROUNDUP(sz + n) / PGSIZE <= room_pages)
+    if (PGROUNDUP(sz + n) / PGSIZE <= sbrkcap_pages)
       return;   // it could fit (and eager, it would map it all)
     at("sbrk");
     r = (uint64)sbrk(n);
-    FCHECK(r == ~0UL, "sbrk(%d) beyond RAM and swap returned %p, top %p", n, (void *)r,
+    FCHECK(r == ~0UL, "sbrk(%d) past its bound returned %p, top %p", n, (void *)r,
            (void *)sz);
     return;
   }
@@ -2019,7 +2019,7 @@ int main(int argc, char **argv)
   }
   lazy = m0.lazy_alloc;
   cow = m0.cow_alloc;
-  room_pages = tl_memory(&m0);
+  sbrkcap_pages = tl_sbrkcap(&m0);
   heapcap = m0.total_pages / (32 * o_procs);
   heapcap = heapcap < 64 ? 64 : heapcap > 512 ? 512 : heapcap;
   mapcap = heapcap;

@@ -602,8 +602,8 @@ static long sbrkcount(void)
   return n;
 }
 
-// sbrk's bounds: growth until failure ends in both policies (lazy growth is held to RAM and
-// swap), neither early nor past RAM and swap, and every page comes back (but the page-table
+// sbrk's bounds: growth until failure ends in both policies (lazy growth is held to
+// OVERCOMMIT_PCT of RAM and swap), neither early nor past that, and every page comes back (but the page-table
 // pages an eager grow made, which stay until exit); a shrink past the heap's base stops
 // there and returns the old top, however far it asks (even below address 0).
 static void sbrkbound(void)
@@ -613,8 +613,8 @@ static void sbrkbound(void)
   snap(&a);
   long pages = sbrkcount() * 16;
   snap(&b);
-  CHECK(pages <= (long)tl_memory(&a), "sbrk grew %ld pages, past RAM and swap (%ld)", pages,
-        (long)tl_memory(&a));
+  CHECK(pages <= (long)tl_sbrkcap(&a), "sbrk grew %ld pages, past its bound (%ld)", pages,
+        (long)tl_sbrkcap(&a));
   CHECK(pages >= (long)tl_room(&a) / 2, "sbrk failed after %ld pages, with %ld free", pages,
         (long)tl_room(&a));
   CHECK(tl_free(&b) + (long)(b.pt_pages - a.pt_pages) == tl_free(&a),
@@ -633,8 +633,8 @@ static void sbrkbound(void)
   CHECK(wait(&st) == pid && st == 0, "sbrk(-(top + 1)) in a child: status %d", st);
 }
 
-// sbrklazy reserves lazily in every configuration, past RAM and swap (MIT's lazy_alloc asks
-// an eager kernel for 1 GiB): pages are mapped on first touch, by the program or by the
+// sbrklazy reserves lazily in every configuration, past plain sbrk's bound (MIT's lazy_alloc
+// asks an eager kernel for 1 GiB): pages are mapped on first touch, by the program or by the
 // kernel's copyout, a forked child sees them, and the shrink gives every page back. Named
 // only: with LAZY_ALLOC=0 it needs the lazy lab's fault path, and the lazy lab's starter
 // tree must pass a plain `usertests` there (docs/lab.md).
@@ -645,7 +645,7 @@ static void sbrklazytest(void)
   int st = -99;
   snap(&a);
   snap(&a);
-  long n = (long)(tl_memory(&a) + 16) * PGSIZE;
+  long n = (long)(tl_sbrkcap(&a) + 16) * PGSIZE;   // past what plain sbrk allows
   if (n < (1L << 30))
     n = 1L << 30;
   if (n > 0x7fff0000L)
@@ -734,7 +734,7 @@ static void oom_child(uint64 lazy)
   snap(&a);
   uint64 want = (tl_room(&a) + 8192) * PGSIZE;
   while (got < want) {
-    if (sbrklazy(1 << 26) == (char *)-1)   // more than RAM and swap: sbrk would refuse
+    if (sbrklazy(1 << 26) == (char *)-1)   // maybe past what plain sbrk allows
       exit(4);
     got += 1 << 26;
   }
