@@ -30,9 +30,8 @@ static void check_used(struct memstat *a, struct memstat *b, const char *step)
 }
 
 // Plain sbrk past its bound (OVERCOMMIT_PCT of RAM and swap) fails and maps nothing, in both
-// policies. With
-// LAZY_ALLOC=1, sparse touches in a 1 GiB region that sbrklazy reserved map exactly the
-// touched pages, one lazy fault each; shrinking frees them.
+// policies. With LAZY_ALLOC=1, sparse touches in a 1 GiB region that sbrklazy reserved map
+// exactly the touched pages, one lazy fault each; shrinking frees them.
 static void sparse(void)
 {
   struct memstat m0, m1, m2, m3;
@@ -51,9 +50,9 @@ static void sparse(void)
         "failed sbrk changed vpages %ld->%ld mapped %ld used %ld", (long)m0.vpages,
         (long)m1.vpages, dmapped(&m0, &m1), dused(&m0, &m1));
   CHECK(m1.lazy_faults == m0.lazy_faults, "a failed sbrk counted lazy faults");
-  // Lazy growth of 1 GiB, more than RAM: sbrklazy's (with LAZY_ALLOC=0 too, but
-  // there it needs the lazy lab's fault path, and this check is the lazy lab's starter's to
-  // pass: `usertests sbrklazy` proves that case, docs/testing.md).
+  // Lazy growth of 1 GiB, more than RAM: sbrklazy's (with LAZY_ALLOC=0 too, but there it
+  // needs the lazy lab's fault path, and this check is the lazy lab's starter's to pass:
+  // `usertests sbrklazy` proves that case, docs/testing.md).
   if (!m0.lazy_alloc)
     return;
   p = sbrklazy(1 << 30);

@@ -603,9 +603,9 @@ static long sbrkcount(void)
 }
 
 // sbrk's bounds: growth until failure ends in both policies (lazy growth is held to
-// OVERCOMMIT_PCT of RAM and swap), neither early nor past that, and every page comes back (but the page-table
-// pages an eager grow made, which stay until exit); a shrink past the heap's base stops
-// there and returns the old top, however far it asks (even below address 0).
+// OVERCOMMIT_PCT of RAM and swap), neither early nor past that, and every page comes back
+// (but the page-table pages an eager grow made, which stay until exit); a shrink past the
+// heap's base stops there and returns the old top, however far it asks (even below 0).
 static void sbrkbound(void)
 {
   struct memstat a, b;
@@ -644,7 +644,7 @@ static void sbrklazytest(void)
   struct memstat a, b, c;
   int st = -99;
   snap(&a);
-  snap(&a);
+  snap(&a);   // the second, with the stack page the first may have faulted in
   long n = (long)(tl_sbrkcap(&a) + 16) * PGSIZE;   // past what plain sbrk allows
   if (n < (1L << 30))
     n = 1L << 30;
