@@ -918,10 +918,33 @@ static void consolemix(void)
              i, MIX_LINES);
     exit(0);
   }
-  for (int i = 0; i < MIX_FAULTERS; i++)
-    expect_killed(load_at, KERNBASE + (uint64)i * PGSIZE, "load from kernel memory");
-  int st = -2;
-  CHECK(wait(&st) == writer && st == 0, "the writer exited with %d", st);
+  // One faulter at a time, each reaped before the next; the writer may end meanwhile, and
+  // wait() then reaps it first.
+  int writer_st = -2, writer_reaped = 0;
+  for (int i = 0; i < MIX_FAULTERS; i++) {
+    uint64 va = KERNBASE + (uint64)i * PGSIZE;
+    int pid = fork();
+    CHECK(pid >= 0, "fork failed");
+    if (pid == 0) {
+      load_at(va);
+      exit(0);
+    }
+    for (;;) {
+      int st = 12345, got = wait(&st);
+      if (got == writer) {
+        writer_st = st;
+        writer_reaped = 1;
+        continue;
+      }
+      CHECK(got == pid, "wait returned %d, expected %d", got, pid);
+      CHECK(st == -1, "load from kernel memory at %p: status %d, expected -1 (killed)",
+            (void *)va, st);
+      break;
+    }
+  }
+  if (!writer_reaped)
+    CHECK(wait(&writer_st) == writer, "wait did not return the writer");
+  CHECK(writer_st == 0, "the writer exited with %d", writer_st);
 }
 
 // ---------------------------------------------------------------- main
