@@ -33,4 +33,6 @@ struct memstat {
   uint64 paged_out;          // this process: its pages reclaim wrote to swap
   uint64 swap_outs_shared;   // of swap_outs, pages more than one PTE mapped (COW-shared after
                              // fork), each written once for all of them (whole system)
+  uint64 sbrk_cap_pages;     // the largest size in pages plain sbrk lets a process have:
+                             // OVERCOMMIT_PCT of RAM and swap (kernel/vm.c sbrkcap)
 };

@@ -596,6 +596,7 @@ vmstat(struct proc *p, struct memstat *ms)
   ms->ncpu = nharts();
   ms->memsize_mb = MEMSIZE_MB;
   ms->pagecache_pages = pagecache_pages();
+  ms->sbrk_cap_pages = sbrkcap();
   swapstat(ms);
 }
 

@@ -108,7 +108,7 @@ static long o_ops = 1000, o_secs;
 static uint64 deadline;                // clock_us() at which workers stop (0: --ops)
 static char topdir[24], base[40];      // /fuzz.<pid> and this worker's /fuzz.<pid>/w<k>
 static int lazy, cow;                  // the kernel's policies (memstat)
-static uint64 sbrkcap_pages;           // the most pages plain sbrk allows (tl_sbrkcap)
+static uint64 sbrkcap_pages;           // the most pages plain sbrk allows (memstat)
 static uint64 stream;                  // this process's random stream: one number an operation
 static uint64 rs;                      // the operation's own generator, seeded from stream
 
@@ -2019,7 +2019,7 @@ int main(int argc, char **argv)
   }
   lazy = m0.lazy_alloc;
   cow = m0.cow_alloc;
-  sbrkcap_pages = tl_sbrkcap(&m0);
+  sbrkcap_pages = m0.sbrk_cap_pages;
   heapcap = m0.total_pages / (32 * o_procs);
   heapcap = heapcap < 64 ? 64 : heapcap > 512 ? 512 : heapcap;
   mapcap = heapcap;

@@ -43,7 +43,7 @@ static void sparse(void)
   snap2(&m0);
   // Plain sbrk refuses more than its bound (OVERCOMMIT_PCT of RAM and swap) in both
   // policies, and maps nothing.
-  long big = (long)(tl_sbrkcap(&m0) + 1024) * PGSIZE;
+  long big = (long)(m0.sbrk_cap_pages + 1024) * PGSIZE;
   CHECK(big > 0x7fffffffL || sbrk((int)big) == (char *)-1, "sbrk past its bound succeeded");
   snap(&m1);
   CHECK(m1.vpages == m0.vpages && dmapped(&m0, &m1) == 0 && dused(&m0, &m1) == 0,

@@ -162,14 +162,6 @@ tl_memory(const struct memstat *m)
   return m->total_pages + m->swap_slots;
 }
 
-// The largest size in pages plain sbrk lets a process have: OVERCOMMIT_PCT (kernel/param.h)
-// of RAM plus swap, as the kernel's sbrkcap() computes it.
-uint64
-tl_sbrkcap(const struct memstat *m)
-{
-  return tl_memory(m) * OVERCOMMIT_PCT / 100;
-}
-
 // Run one test in a child; returns 1 when it passed. With leakcheck, the free-page count
 // (tl_free) after the child is reaped must equal the one before the fork.
 static int

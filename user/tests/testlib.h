@@ -40,7 +40,6 @@ char *align_heap(void);
 long tl_free(const struct memstat *m);
 uint64 tl_room(const struct memstat *m);
 uint64 tl_memory(const struct memstat *m);
-uint64 tl_sbrkcap(const struct memstat *m);
 uint64 guard_page(void);
 void tl_init(char *argv0);
 void tl_srand(uint64 seed);

@@ -613,8 +613,8 @@ static void sbrkbound(void)
   snap(&a);
   long pages = sbrkcount() * 16;
   snap(&b);
-  CHECK(pages <= (long)tl_sbrkcap(&a), "sbrk grew %ld pages, past its bound (%ld)", pages,
-        (long)tl_sbrkcap(&a));
+  CHECK(pages <= (long)a.sbrk_cap_pages, "sbrk grew %ld pages, past its bound (%ld)", pages,
+        (long)a.sbrk_cap_pages);
   CHECK(pages >= (long)tl_room(&a) / 2, "sbrk failed after %ld pages, with %ld free", pages,
         (long)tl_room(&a));
   CHECK(tl_free(&b) + (long)(b.pt_pages - a.pt_pages) == tl_free(&a),
@@ -645,7 +645,7 @@ static void sbrklazytest(void)
   int st = -99;
   snap(&a);
   snap(&a);   // the second, with the stack page the first may have faulted in
-  long n = (long)(tl_sbrkcap(&a) + 16) * PGSIZE;   // past what plain sbrk allows
+  long n = (long)(a.sbrk_cap_pages + 16) * PGSIZE;   // past what plain sbrk allows
   if (n < (1L << 30))
     n = 1L << 30;
   if (n > 0x7fff0000L)
