@@ -217,6 +217,16 @@ build/host/fsck: mkfs/fsck.c kernel/fs.h kernel/param.h kernel/stat.h kernel/typ
 	@mkdir -p $(@D)
 	$(HOSTCC) -Wall -Werror -O2 -I. -o $@.$$$$ mkfs/fsck.c && mv $@.$$$$ $@
 
+# smolserve built for the host against the user ABI's stand-in (user/host): the harness runs
+# `build/host/smolserve --check-workload FILE` to check a workload file before anything
+# else is built, with the same parser the guest runs (docs/smolserve.md).
+HOST_SMOLSERVE := $(sort $(wildcard user/smolserve/*.c)) $(LLM_SRCS) user/umath.c user/memfree.c
+build/host/smolserve: $(HOST_SMOLSERVE) user/smolserve/smolserve.h $(LLM_HDRS) user/host/shim.c user/host/rename.h
+	@mkdir -p $(@D)
+	$(HOSTCC) -Wall -Werror -O2 -fno-builtin -I. -c -o $@.$$$$.o user/host/shim.c && \
+	$(HOSTCC) -Wall -Werror -O2 -fno-builtin -I. -include user/host/rename.h -o $@.$$$$ \
+		$(HOST_SMOLSERVE) $@.$$$$.o && rm $@.$$$$.o && mv $@.$$$$ $@
+
 # What goes on the image; the list file changes only when its contents do, so that changing
 # EXTRA_UPROGS (or MODEL) rebuilds the image and nothing else does.
 # The built-ins an extra program replaces stay off the image (and are not built); /README is

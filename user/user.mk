@@ -8,7 +8,7 @@
 #   user/smolprobe/  one program of all its files; user/smolserve/ another
 
 # Libraries.
-ULIB_SRCS := user/ulib.c user/printf.c user/umalloc.c user/umath.c
+ULIB_SRCS := user/ulib.c user/memfree.c user/printf.c user/umalloc.c user/umath.c
 ULIB_ASM := user/usys.S
 TESTLIB_SRCS := user/tests/testlib.c
 LLM_SRCS := user/llm/llm.c user/llm/tokenizer.c user/llm/unicode_classes.c user/llm/kv.c user/llm/harts.c

@@ -33,10 +33,11 @@ import nexos.machine.cli
 import nexos.programs.cli
 from nexos.cli import cli
 from nexos.course.cli import check_hidden_file
+from nexos.machine.build import host_program
 from nexos.machine.config import ConfigError
 from nexos.model.tokenizer import byte_to_unicode
-from nexos.programs.serve import WorkloadRequest, read_workload
-from support import HF_CONFIG, hf_weights
+from nexos.programs.serve import check_workload
+from support import HF_CONFIG, REPO, hf_weights
 
 PNG = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10\0\0\0\x10\x08\x06\0\0\0\x1f\xf3\xffa"
 JSON = b'{"name": "not a model", "layers": [1, 2, 3]}\n'
@@ -212,8 +213,8 @@ def test_the_valid_files_are_accepted(files: dict[str, Path], tmp_path: Path) ->
     r = invoke(["model", "import", "--config", str(files["config"]), "--weights",
                 str(files["weights"]), "--out", str(tmp_path / "h.bin"), "--json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["config"]["n_layers"] == 2, r.output
-    assert read_workload(files["workload"]) == [WorkloadRequest("A", 96, (5, 6, 7), 2),
-                                                WorkloadRequest("B", 64, (1, 2), None)]
+    assert check_workload(files["workload"], host_program(REPO, "build/host/smolserve")) == [
+        "A 96 5,6,7 gen=2", "B 64 1,2 eos"]
     check_hidden_file(f"{files['hidden']}:5")  # raises ConfigError when refused
 
 

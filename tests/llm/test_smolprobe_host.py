@@ -1,7 +1,7 @@
 """smolprobe on the host: numerics against the numpy reference, page accounting, errors.
 
 user/smolprobe/ and the model library (user/llm/llm.c, the tokenizer) are compiled unchanged
-with the host gcc against tests/host/shim.c, a Linux stand-in for the NexOS user ABI whose
+with the host gcc against user/host/shim.c, a Linux stand-in for the NexOS user ABI whose
 sbrk arena is lazily populated and whose memstat() counts resident arena pages (mincore),
 so the page accounting behaves like LAZY_ALLOC=1.
 """

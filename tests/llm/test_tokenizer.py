@@ -1,7 +1,7 @@
 """The guest's byte-level BPE tokenizer (user/llm/tokenizer.c, docs/tokenizer.md) against
 Hugging Face's `tokenizers` as the reference.
 
-user/tests/tokcheck.c is compiled unchanged on the host against tests/host/shim.c with the
+user/tests/tokcheck.c is compiled unchanged on the host against user/host/shim.c with the
 model library (user/llm/, whose tokenizer is user/llm/tokenizer.c and
 user/llm/unicode_classes.c). The reference is a `tokenizers.Tokenizer` built from the same
 vocab and merges with SmolLM2's pre-tokenizer (Digits(individual_digits=True) then

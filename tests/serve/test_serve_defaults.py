@@ -19,15 +19,17 @@ from click.testing import CliRunner, Result
 
 import nexos.programs.cli as cli_mod
 from nexos.cli import cli
+from nexos.machine.build import host_program
 from nexos.programs.serve import (
     DEFAULT_MAX_LEN,
     DEFAULT_REQUESTS,
     GUEST_WORKLOAD,
     ServeWorkload,
-    parse_workload,
+    check_workload,
     serve_workload,
     workload_commands,
 )
+from support import REPO
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "transcripts"
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -157,7 +159,7 @@ def test_a_host_workload_file_is_typed_in_first(typed: list[str], tmp_path: Path
     work.write_text("# two requests\nX 96 5,6,7 gen=2\nY\t64  1,2 eos\n")
     r = serve("--workload", str(work))
     assert r.exit_code == 0, (r.output, r.exception)
-    session = ["echo X 96 5,6,7 gen=2 > /workload", "echo Y 64 1,2 eos >> /workload",
+    session = ["echo 'X 96 5,6,7 gen=2' > /workload", "echo 'Y 64 1,2 eos' >> /workload",
                "smolserve --workload /workload"]
     assert typed == session * 2
 
@@ -199,28 +201,44 @@ def test_prefix_len_and_share_prefix_pass_through() -> None:
         serve_workload(None, 4, 9, prefix_len=8)
 
 
-def test_prefix_and_chat_lines_are_read_and_written_back() -> None:
-    text = 'A 96 1,2:3 gen=2\nB 64 "What is  the   capital?" eos\nC 8 5 gen=1\n'
-    a, b, c = parse_workload(text, "w.txt")
-    assert (a.prompt, a.prefix, a.chat) == ((1, 2, 3), 2, None)
-    assert (b.prompt, b.prefix, b.chat, b.gen) == ((), 0, "What is the capital?", None)
-    assert (c.prompt, c.prefix) == ((5,), 0)
-    assert [r.line() for r in (a, b, c)] == [
-        "A 96 1,2:3 gen=2", 'B 64 "What is the capital?" eos', "C 8 5 gen=1"]
-    assert workload_commands([b])[0] == """echo B 64 '"What is the capital?"' eos > /workload"""
+@pytest.fixture(scope="module")
+def host_smolserve() -> Path:
+    """smolserve built for the host: the parser check_workload runs."""
+    return host_program(REPO, "build/host/smolserve")
+
+
+def test_prefix_and_chat_lines_are_read_and_written_back(host_smolserve: Path,
+                                                         tmp_path: Path) -> None:
+    """smolserve's parser (user/smolserve/workload.c) prints each request with its fields
+    one space apart, a chat message as it was, CRLF as LF; the harness types those lines."""
+    work = tmp_path / "w.txt"
+    work.write_bytes(b'# c\r\nA 96 1,2:3 gen=2\r\n\nB\t64  "What is  the capital?"  eos\n'
+                     b"C 8 5 gen=1")
+    lines = check_workload(work, host_smolserve)
+    assert lines == ["A 96 1,2:3 gen=2", 'B 64 "What is  the capital?" eos', "C 8 5 gen=1"]
+    assert workload_commands(lines[1:2]) == [
+        """echo 'B 64 "What is  the capital?" eos' > /workload"""]
 
 
 @pytest.mark.parametrize("line, why", [
-    ("A 9 1,2: gen=1", "a ':' after a shared prefix"),
-    ("A 9 :1 gen=1", "a ':' after a shared prefix"),
-    ("A 9 1:2:3 gen=1", "a ':' after a shared prefix"),
-    ('A 9 "it\'s" gen=1', "a chat message cannot hold a '"),
-    ('A 9 "" gen=1', "a chat message is 1-255 characters"),
-    ('A 9 "x" gen=1 more', "extra text after the end field"),
+    ("A 9 1,2: gen=1", ":1: .*a ':' after a shared prefix"),
+    ("A 9 :1 gen=1", ":1: .*a ':' after a shared prefix"),
+    ("A 9 1:2:3 gen=1", ":1: .*a ':' after a shared prefix"),
+    ('A 9 "it\'s" gen=1', ": request A: a chat message cannot hold a '"),
+    ('A 9 "" gen=1', ":1: .*a chat message is 1-255 characters"),
+    ('A 9 "a\x04b" gen=1', ":1: .*a chat message is text: no control characters"),
+    ('A 9 "x" gen=1 more', ":1: .*extra text after the end field"),
+    ("A 9 1 gen=1\nA 9 2 eos", ":2: .*two requests with the same id"),
+    ("# only a comment\n\n", ": no requests"),
+    ("A 9 1\0 gen=1", ":1: not text"),
 ])
-def test_bad_prefix_and_chat_lines_are_one_line(line: str, why: str) -> None:
-    with pytest.raises(ValueError, match=r"^w\.txt:1: .*" + re.escape(why)):
-        parse_workload(line, "w.txt")
+def test_bad_lines_are_one_line_in_smolservers_words(line: str, why: str, host_smolserve: Path,
+                                                     tmp_path: Path) -> None:
+    work = tmp_path / "w.txt"
+    work.write_text(line)
+    with pytest.raises(ValueError, match=f"^{re.escape(str(work))}" + why) as e:
+        check_workload(work, host_smolserve)
+    assert "\n" not in str(e.value)
 
 
 def test_the_table_shows_what_sharing_saved(monkeypatch: pytest.MonkeyPatch,

@@ -17,16 +17,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from nexos.machine.build import host_program
 from nexos.machine.config import BuildConfig
 from nexos.machine.qemu import QemuSession
 from nexos.parse import ParseError, parse_serve
 from nexos.programs.kvcache import PAGE, KvShape, distinct_kv_pages, max_kv_pages
-from nexos.programs.serve import serve_command
+from nexos.programs.serve import check_workload, serve_command, workload_commands
 from nexos.records import ServeEvent, ServeRecord, ServeResult
 from support import BY_DESIGN, SharedRuns
 
@@ -46,10 +48,10 @@ PREFIX_ARGS = (4, 64, 4, 0, 8)  # requests, max_len, long_len, seed, prefix_len
 PREFIX_FLAGS = ["--requests", "4", "--max-len", "64", "--long-len", "4", "--prefix-len", "8"]
 PREFIX = serve_command(PREFIX_FLAGS)
 PREFIX_ALONE = serve_command([*PREFIX_FLAGS, "--share-prefix", "0"])
-# chat-style requests share the chat template's head; a token request a prefix of its own
-CHAT_FILE = ("""echo C1 96 '"What is the capital of France?"' gen=4 > /c.txt""",
-             """echo C2 96 '"Name a colour."' gen=4 >> /c.txt""",
-             "echo T 64 1,2,3:4 gen=1 >> /c.txt")
+# chat-style requests share the chat template's head; a token request a prefix of its own.
+# A host file, typed in as `nexos serve --workload` types one (chat_file_commands).
+CHAT_WORKLOAD = ('# two chat messages, a token request\r\nC1 96 "What is the capital of France?"'
+                 ' gen=4\r\nC2  96\t"Name a colour."  gen=4\n\nT 64 1,2,3:4 gen=1')
 CHAT = "smolserve --workload /c.txt"
 CHAT_ALONE = "smolserve --workload /c.txt --share-prefix 0"
 RUN_TIMEOUT = 600.0
@@ -235,13 +237,24 @@ def check_run(res: ServeResult, work: list[Req], cfg: BuildConfig) -> None:
 
 # ------------------------------------------------------------------------ the guest runs
 
-def boot_commands(cfg: BuildConfig) -> tuple[str, ...]:
+def chat_file_commands(folder: Path) -> list[str]:
+    """The shell commands that write CHAT_WORKLOAD to /c.txt, made as `nexos serve
+    --workload FILE` makes them: checked by smolserve built for the host, its lines typed
+    between the NexOS shell's quotes (nexos.programs.serve)."""
+    work = folder / "c.txt"
+    work.write_text(CHAT_WORKLOAD)
+    lines = check_workload(work, host_program(REPO, "build/host/smolserve"))
+    return workload_commands(lines, "/c.txt")
+
+
+def boot_commands(cfg: BuildConfig, chat_file: Sequence[str]) -> tuple[str, ...]:
     """What one boot of cfg runs, in order: seed32 and the killed generated run; the
-    queueing run on lazy0-cow0 and lazy1-cow1, the fill run and the errors on lazy1-cow1.
-    Every check reads one command's output, whose figures are its own (the free pages it
-    starts with and ends with, checked against each other): none needs a fresh kernel."""
+    queueing run on lazy0-cow0 and lazy1-cow1, the fill run, the errors and the chat file
+    (`chat_file`: the commands that write it) on lazy1-cow1. Every check reads one
+    command's output, whose figures are its own (the free pages it starts with and ends
+    with, checked against each other): none needs a fresh kernel."""
     extra = {(0, 0): (QUEUE,),
-             (1, 1): (QUEUE, FILL, BAD_FILE, *ERRORS, *CHAT_FILE, CHAT, CHAT_ALONE)}
+             (1, 1): (QUEUE, FILL, BAD_FILE, *ERRORS, *chat_file, CHAT, CHAT_ALONE)}
     return (SEED32, KILLED, PREFIX, PREFIX_ALONE, *extra.get((cfg.lazy, cfg.cow), ()))
 
 
@@ -262,8 +275,10 @@ def serve_runs(request: pytest.FixtureRequest, build_kernel,
     def boot(name: str) -> dict[str, str]:
         cfg = next(c for c in CONFIGS if c.name == name)
         build_kernel(cfg, llm=True)
+        chat_file = chat_file_commands(tmp_path_factory.mktemp("chat"))
         with QemuSession.for_config(cfg, REPO, llm=True) as s:
-            return {cmd: s.run(cmd, timeout=RUN_TIMEOUT).output for cmd in boot_commands(cfg)}
+            return {cmd: s.run(cmd, timeout=RUN_TIMEOUT).output
+                    for cmd in boot_commands(cfg, chat_file)}
 
     return SharedRuns(tmp_path_factory, "smolserve", [c.name for c in CONFIGS if c.name in names],
                       boot)
@@ -369,6 +384,8 @@ def test_chat_requests_share_the_template_head(serve_runs: SharedRuns) -> None:
     answers as with --share-prefix 0."""
     outputs = serve_runs[CONFIGS[-1].name]
     assert isinstance(outputs, dict)
+    typed = {c: out for c, out in outputs.items() if c.startswith("echo ") and "/c.txt" in c}
+    assert len(typed) == 3 and not any(out.strip() for out in typed.values()), typed
     shared, alone = parse_serve(outputs[CHAT]), parse_serve(outputs[CHAT_ALONE])
     assert shared.error is None and alone.error is None, outputs[CHAT]
     check_summary(shared)

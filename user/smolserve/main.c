@@ -8,6 +8,7 @@ usage(void)
          "                 [--long-len G] [--prefix-len K]) [--share-prefix 0|1]\n"
          "                 [--overcommit 0|1] [--prefill-block N] [--model PATH]\n"
          "                 [--test-kill ID] [--help]\n"
+         "       smolserve --check-workload FILE\n"
          "Loads the model once and serves a workload of requests, each in a worker forked\n"
          "from the server that reserves its KV cache for max_len slots with one sbrk();\n"
          "admits requests while free memory stays above a low watermark, queues the rest,\n"
@@ -17,6 +18,8 @@ usage(void)
          "  --workload FILE    lines `id max_len prompt gen=N|eos`; prompt: ids a,b,c, or\n"
          "                     a,b:c (a,b a prefix requests share), or \"a chat message\"\n"
          "                     (its shared prefix: the chat template's system turn)\n"
+         "  --check-workload FILE  read FILE as --workload does and print its requests,\n"
+         "                     a line each in the file's syntax; loads no model\n"
          "  --requests N       N generated requests (1..64) of --max-len L slots: prompts of\n"
          "                     1-4 tokens, 7 in 8 generate 1..G/4 tokens, 1 in 8 up to G\n"
          "  --long-len G       the longest generated answer (default 16); --seed S its coin\n"
@@ -51,7 +54,7 @@ int
 main(int argc, char **argv)
 {
   static struct server sv;
-  const char *model = LLM_MODEL, *workload = 0, *kill_id = 0;
+  const char *model = LLM_MODEL, *workload = 0, *kill_id = 0, *check = 0;
   long requests = 0, max_len = 0, seed = 0, long_len = 16, prefix_len = 0;
   llm_name = "smolserve";
   sv.share = 1;
@@ -67,10 +70,13 @@ main(int argc, char **argv)
               strcmp(a, "--seed") && strcmp(a, "--long-len") && strcmp(a, "--model") &&
               strcmp(a, "--test-kill") && strcmp(a, "--test-fill") &&
               strcmp(a, "--prefix-len") && strcmp(a, "--share-prefix") &&
-              strcmp(a, "--overcommit") && strcmp(a, "--prefill-block") ? ": unknown flag (try --help)" : ": missing value");
+              strcmp(a, "--overcommit") && strcmp(a, "--prefill-block") &&
+              strcmp(a, "--check-workload") ? ": unknown flag (try --help)" : ": missing value");
     const char *v = argv[++i];
     if(strcmp(a, "--workload") == 0)
       workload = v;
+    else if(strcmp(a, "--check-workload") == 0)
+      check = v;
     else if(strcmp(a, "--requests") == 0)
       requests = flag_num(a, v, 1, MAX_REQ);
     else if(strcmp(a, "--max-len") == 0)
@@ -95,6 +101,14 @@ main(int argc, char **argv)
       sv.fill = flag_num(a, v, 0, 1);
     else
       llm_die(a, ": unknown flag (try --help)");
+  }
+  if(check){   // the harness checks a file on the host this way (docs/smolserve.md)
+    if(argc != 3)
+      llm_die("--check-workload FILE goes alone", "");
+    sv.n = load_workload(check, sv.rq);
+    for(int i = 0; i < sv.n; i++)
+      print_request(&sv.rq[i]);
+    exit(0);
   }
   if(workload && (requests || max_len))
     llm_die("give --workload or --requests/--max-len, not both", "");

@@ -139,6 +139,7 @@ int seed32_workload(struct request *rq);
 int generate_workload(struct request *rq, int n, int max_len, int long_len, int prefix_len,
                       uint64 seed);
 int load_workload(const char *path, struct request *rq);
+void print_request(const struct request *r);
 long read_number(const char **p, long hi);
 
 // worker.c

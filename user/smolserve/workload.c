@@ -138,8 +138,10 @@ parse_ids(const char *f, int n, struct request *r)
   return r->n_prompt > r->n_prefix;
 }
 
-// A chat-style prompt field: "message" (spaces allowed, no '"' inside), whose prompt is
-// made at load with the model's chat template; sets *s past it. 0 if it is not one.
+// A chat-style prompt field: "message" (spaces and tabs allowed; no '"' and no control
+// character inside), whose prompt is made at load with the model's chat template;
+// sets *s past it. 0 if it is not one, -1 if it is empty or too long, -2 for a control
+// character (the harness types a message into the guest's console, which would act on it).
 static int
 parse_chat(const char **s, const char *end, struct request *r)
 {
@@ -148,8 +150,11 @@ parse_chat(const char **s, const char *end, struct request *r)
   if(*s == end || **s != '"')
     return 0;
   const char *f = ++*s;
-  while(*s < end && **s != '"')
-    (*s)++;
+  while(*s < end && **s != '"'){
+    unsigned char c = *(*s)++;
+    if((c < ' ' && c != '\t') || c == 0x7f)
+      return -2;
+  }
   int n = *s - f;
   if(*s == end || n == 0 || n >= MAX_CHAT)
     return -1;
@@ -177,7 +182,9 @@ parse_line(const char *file, int ln, const char *s, const char *end, struct requ
   q = num;
   if((r->max_len = read_number(&q, LLM_MAX_DIM)) < 1 || *q)
     bad_line(file, ln, "max_len must be a number >= 1");
-  if((chat = parse_chat(&s, end, r)) < 0)
+  if((chat = parse_chat(&s, end, r)) == -2)
+    bad_line(file, ln, "a chat message is text: no control characters");
+  if(chat < 0)
     bad_line(file, ln, "a chat message is 1-255 characters between two '\"'");
   if(!chat && !field(&s, end, &f, &n))
     bad_line(file, ln, "expected: id max_len prompt gen=N|eos");
@@ -200,7 +207,8 @@ parse_line(const char *file, int ln, const char *s, const char *end, struct requ
     bad_line(file, ln, "extra text after the end field");
 }
 
-// Read the workload file at path into rq; returns the number of requests.
+// Read the workload file at path into rq; returns the number of requests. Lines end
+// with '\n' (a '\r' before it is allowed); a NUL byte makes the file not text.
 int
 load_workload(const char *path, struct request *rq)
 {
@@ -215,19 +223,20 @@ load_workload(const char *path, struct request *rq)
     len += k;
   close(fd);
   if(len == MAX_FILE)
-    llm_die("--workload: the file is longer than 64 KiB", "");
+    llm_die(path, ": 64 KiB or longer; a workload file is shorter");
   for(const char *s = buf, *end; s < buf + len; s = end + 1){
     for(end = s; end < buf + len && *end != '\n'; end++)
-      ;
+      if(*end == 0)
+        bad_line(path, ln + 1, "not text (a NUL byte)");
     ln++;
-    const char *f;
+    const char *f, *stop = end > s && end[-1] == '\r' ? end - 1 : end;
     int fl;
     const char *p = s;
-    if(!field(&p, end, &f, &fl) || *f == '#')
+    if(!field(&p, stop, &f, &fl) || *f == '#')
       continue;
     if(n == MAX_REQ)
       bad_line(path, ln, "more than 64 requests");
-    parse_line(path, ln, s, end, &rq[n]);
+    parse_line(path, ln, s, stop, &rq[n]);
     for(int i = 0; i < n; i++)
       if(strcmp(rq[i].id, rq[n].id) == 0)
         bad_line(path, ln, "two requests with the same id");
@@ -235,6 +244,23 @@ load_workload(const char *path, struct request *rq)
   }
   free(buf);
   if(n == 0)
-    llm_die("--workload: no requests in ", path);
+    llm_die(path, ": no requests (a workload file has a request a line: "
+            "id max_len prompt gen=N|eos)");
   return n;
+}
+
+// Print request r as one line of a workload file, its fields one space apart: what
+// --check-workload prints, and what the harness types into the guest (docs/smolserve.md).
+void
+print_request(const struct request *r)
+{
+  printf("%s %d ", r->id, r->max_len);
+  if(r->chat[0])
+    printf("\"%s\"", r->chat);
+  for(int t = 0; !r->chat[0] && t < r->n_prompt; t++)
+    printf("%s%d", t == 0 ? "" : t == r->n_prefix ? ":" : ",", r->prompt[t]);
+  if(r->gen < 0)
+    printf(" eos\n");
+  else
+    printf(" gen=%d\n", r->gen);
 }

@@ -190,3 +190,15 @@ def ensure_built(repo: Path, configs: list[BuildConfig], llm: bool = False,
     if failed:
         names = ", ".join(r.config.name for r in failed)
         raise BuildError(f"build failed for {names}: {failed[0].last_error}", failed[0].excerpt)
+
+
+def host_program(repo: Path, target: str) -> Path:
+    """Make `target`, a program the Makefile builds for the host (such as build/host/smolserve),
+    and return its path; BuildError with make's error lines if it does not build."""
+    proc = subprocess.run([*make_base(repo), "-s", target], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace")
+    if proc.returncode != 0:
+        raise BuildError(f"make {target} failed: {last_error_line(proc.stdout)}",
+                         error_excerpt(proc.stdout))
+    return repo / target

@@ -1,6 +1,6 @@
 """The C side's values that the harness needs, read from their one home so that nothing is
 copied by hand: the programs' headers (user/smolprobe/smolprobe.h,
-user/smolserve/smolserve.h, user/llm/llm.h), the kernel's page size (kernel/riscv.h) and the
+user/smolserve/smolserve.h), the kernel's page size (kernel/riscv.h) and the
 Makefile's default guest memory, in the checkout this harness belongs to (docs/harness.md,
 "Values from the C side").
 
@@ -65,9 +65,7 @@ def read_make_values(makefile: Path, names: tuple[str, ...]) -> dict[str, int]:
 _PROBE = read_defines(CHECKOUT / "user" / "smolprobe" / "smolprobe.h",
                       ("DEFAULT_SEQ_LEN", "DEFAULT_TEXT_GEN", "MAX_SAMPLES"))
 _SERVE = read_defines(CHECKOUT / "user" / "smolserve" / "smolserve.h",
-                      ("MAX_REQ", "MAX_PROMPT", "ID_LEN", "MAX_FILE", "MAX_CHAT"))
-
-_LLM = read_defines(CHECKOUT / "user" / "llm" / "llm.h", ("LLM_MAX_DIM",))
+                      ("MAX_REQ", "MAX_PROMPT"))
 _KERNEL = {**read_defines(CHECKOUT / "kernel" / "riscv.h", ("PGSIZE",)),
            **read_defines(CHECKOUT / "kernel" / "param.h", ("NCPU",))}
 _MAKE = read_make_values(CHECKOUT / "Makefile", ("DEFAULT_MEMSIZE",))
@@ -75,12 +73,8 @@ _MAKE = read_make_values(CHECKOUT / "Makefile", ("DEFAULT_MEMSIZE",))
 PAGE_SIZE = _KERNEL["PGSIZE"]                    # bytes of a page
 MAX_CPUS = _KERNEL["NCPU"]                       # harts the kernel can run (-smp 1..this)
 DEFAULT_MEMSIZE = _MAKE["DEFAULT_MEMSIZE"]       # MiB of guest RAM when MEMSIZE is not given
-LLM_MAX_DIM = _LLM["LLM_MAX_DIM"]                # bound on every model header size
 SMOLPROBE_SEQ_LEN = _PROBE["DEFAULT_SEQ_LEN"]   # --seq-len when none is given (capped by the model)
 SMOLPROBE_TEXT_GEN = _PROBE["DEFAULT_TEXT_GEN"]  # --gen-len of --prompt/--chat when none is given
 SMOLPROBE_MAX_SAMPLES = _PROBE["MAX_SAMPLES"]    # --samples 1..this
 SMOLSERVE_MAX_REQUESTS = _SERVE["MAX_REQ"]       # requests in one workload
 SMOLSERVE_MAX_PROMPT = _SERVE["MAX_PROMPT"]      # prompt tokens of one request
-SMOLSERVE_MAX_ID = _SERVE["ID_LEN"] - 1          # characters of a request id (C keeps a NUL)
-SMOLSERVE_MAX_FILE = _SERVE["MAX_FILE"]          # bytes of a workload file
-SMOLSERVE_MAX_CHAT = _SERVE["MAX_CHAT"] - 1      # characters of a chat message (and a NUL)

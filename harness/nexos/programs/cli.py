@@ -22,8 +22,10 @@ from nexos.clikit import (
     nobuild_opt,
     out,
     prepare,
+    repo,
     tokens_type,
 )
+from nexos.machine.build import host_program
 from nexos.machine.config import MAX_CPUS, MAX_SWAPSIZE, BuildConfig, ConfigError, matrix
 from nexos.machine.limits import (
     SMOLPROBE_MAX_SAMPLES,
@@ -40,8 +42,8 @@ from nexos.programs.serve import (
     PRESSURE_MEMSIZE,
     PRESSURE_WORKLOADS,
     ServeWorkload,
+    check_workload,
     pressure_workloads,
-    read_workload,
     run_serves,
     run_swap_comparisons,
     serve_command,
@@ -385,7 +387,7 @@ def serve_plan(workload: str | None, requests: int | None, max_len: int | None,
     """`nexos serve`'s workload options -> (serve.serve_workload's answer, the shell
     commands that write its workload file into the guest). A mix or a half of the options
     is an OptionError (exit 2); a bad workload file a ConfigError `<file>[:<line>]: <why>`
-    (exit 1), both before anything is built."""
+    (exit 1), smolserve's own reason (check_workload), both before any kernel is built."""
     try:
         load = serve_workload(workload, requests, max_len, seed, long_len, prefix_len,
                               share_prefix)
@@ -393,7 +395,8 @@ def serve_plan(workload: str | None, requests: int | None, max_len: int | None,
         raise OptionError(str(e)) from None
     if load.file is None:
         return load, []
+    smolserve = host_program(repo(), "build/host/smolserve")
     try:
-        return load, workload_commands(read_workload(load.file))
+        return load, workload_commands(check_workload(load.file, smolserve))
     except ValueError as e:
         raise ConfigError(str(e)) from None

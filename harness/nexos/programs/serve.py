@@ -10,8 +10,8 @@ of the runner need no QEMU.
 
 from __future__ import annotations
 
-import re
 import shlex
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -20,14 +20,6 @@ from pathlib import Path
 from typing import Protocol
 
 from nexos.machine.config import BuildConfig
-from nexos.machine.limits import LLM_MAX_DIM
-from nexos.machine.limits import SMOLSERVE_MAX_CHAT as MAX_CHAT
-from nexos.machine.limits import (
-    SMOLSERVE_MAX_FILE as MAX_FILE,  # smolserve's limits (docs/smolserve.md)
-)
-from nexos.machine.limits import SMOLSERVE_MAX_ID as MAX_ID
-from nexos.machine.limits import SMOLSERVE_MAX_PROMPT as MAX_PROMPT
-from nexos.machine.limits import SMOLSERVE_MAX_REQUESTS as MAX_REQUESTS
 from nexos.parse import ParseError, find_panic, parse_serve
 from nexos.records import ServeRecord, ServeResult, SwapComparison
 
@@ -65,45 +57,14 @@ ShellErrors = tuple[type[BaseException], ...]
 DEFAULT_REQUESTS, DEFAULT_MAX_LEN = 32, 2048  # the README's workload: no workload given
 BUILTIN_WORKLOADS = ("seed32",)
 GUEST_WORKLOAD = "/workload"  # where a workload file from the host is written in the guest
-MAX_LEN_LIMIT, MAX_TOKEN_ID = LLM_MAX_DIM, 10**9  # the C side's; the parser's bound on an id
-_ID_RE = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID}}}")
-_NUM_RE = re.compile(r"[0-9]{1,15}")
-_IDS = r"[0-9]{1,10}(,[0-9]{1,10})*"
-_PROMPT_RE = re.compile(rf"{_IDS}(:{_IDS})?")
-# a chat-style line: id max_len "message" end (the message's words one space apart)
-_CHAT_LINE_RE = re.compile(r'(\S+) +(\S+) +"([^"]*)"(.*)')
-
-
-
-@dataclass(frozen=True)
-class WorkloadRequest:
-    """One line of a workload file: `id max_len prompt gen=N|eos` (gen None: eos). The
-    prompt is token ids, the first `prefix` of them a prefix that other requests may
-    share, or a chat message (`chat`; `prompt` then empty: smolserve makes it)."""
-
-    id: str
-    max_len: int
-    prompt: tuple[int, ...]
-    gen: int | None
-    prefix: int = 0
-    chat: str | None = None
-
-    def line(self) -> str:
-        """The line as smolserve reads it, fields one space apart."""
-        end = "eos" if self.gen is None else f"gen={self.gen}"
-        if self.chat is not None:
-            return f'{self.id} {self.max_len} "{self.chat}" {end}'
-        ids = [str(t) for t in self.prompt]
-        if self.prefix:
-            ids = [",".join(ids[:self.prefix]) + ":" + ",".join(ids[self.prefix:])]
-        return f"{self.id} {self.max_len} {','.join(ids)} {end}"
+SMOLSERVE_ERROR = "[smolserve] error: "
 
 
 @dataclass(frozen=True)
 class ServeWorkload:
     """What `nexos serve`'s workload options resolve to: smolserve's flags; the workload
     file on the host that must first be written into the guest as GUEST_WORKLOAD
-    (read_workload, workload_commands), None for a built-in or generated workload; and,
+    (check_workload, workload_commands), None for a built-in or generated workload; and,
     when no workload was given, the line that says which one runs."""
 
     args: list[str]
@@ -111,124 +72,38 @@ class ServeWorkload:
     note: str | None = None
 
 
-def _chat_message(raw: str, where: str) -> tuple[list[str], str | None]:
-    """A line's fields, with a chat message ("...", spaces allowed) as one field, and the
-    message (None for a line of token ids). ValueError for a message smolserve or the
-    NexOS shell would refuse."""
-    m = _CHAT_LINE_RE.fullmatch(raw.strip())
-    if m is None:
-        return [f for f in raw.split(" ") if f], None
-    words = m[3].split()
-    message = " ".join(words)
-    if not message or len(message) > MAX_CHAT:
-        raise ValueError(f'{where}: a chat message is 1-{MAX_CHAT} characters between two \'"\'')
-    if "'" in message:
-        raise ValueError(f"{where}: a chat message cannot hold a ' (the NexOS shell writes "
-                         "it into the guest between two ')")
-    return [m[1], m[2], f'"{message}"', *m[4].split()], message
-
-
-def _request(fields: list[str], chat: str | None, where: str) -> WorkloadRequest:
-    """One request line's fields -> a WorkloadRequest; ValueError `<where>: <why>` with
-    smolserve's own reasons (user/smolserve/workload.c, parse_line)."""
-    expected = "expected: id max_len prompt gen=N|eos"
-    if not _ID_RE.fullmatch(fields[0]):
-        raise ValueError(f"{where}: the id must be 1-{MAX_ID} characters of "
-                         "A-Z a-z 0-9 _ -")
-    if len(fields) < 4:
-        raise ValueError(f"{where}: {expected}")
-    if len(fields) > 4:
-        raise ValueError(f"{where}: extra text after the end field")
-    rid, max_len, prompt, end = fields
-    if not _NUM_RE.fullmatch(max_len) or not 1 <= int(max_len) <= MAX_LEN_LIMIT:
-        raise ValueError(f"{where}: max_len must be a number from 1 to {MAX_LEN_LIMIT}")
-    shared, _, own = prompt.rpartition(":")
-    ids = (shared.split(",") if shared else []) + own.split(",")
-    if chat is None and (not _PROMPT_RE.fullmatch(prompt) or len(ids) > MAX_PROMPT
-                         or max(int(t) for t in ids) > MAX_TOKEN_ID):
-        raise ValueError(f"{where}: the prompt must be 1-{MAX_PROMPT} comma-separated "
-                         "token ids, a ':' after a shared prefix")
-    gen: int | None = None
-    if end != "eos":
-        n = end.removeprefix("gen=")
-        if n == end:
-            raise ValueError(f"{where}: the end must be gen=N or eos")
-        if not _NUM_RE.fullmatch(n) or int(n) > MAX_LEN_LIMIT:
-            raise ValueError(f"{where}: gen=N needs a number N >= 0")
-        gen = int(n)
-    if chat is not None:   # its tokens are the model's to count
-        return WorkloadRequest(rid, int(max_len), (), gen, chat=chat)
-    if len(ids) + (gen or 0) > int(max_len):
-        raise ValueError(f"{where}: prompt ({len(ids)}) + generated ({gen or 0}) exceeds "
-                         f"max_len {max_len}")
-    return WorkloadRequest(rid, int(max_len), tuple(int(t) for t in ids), gen,
-                           len(shared.split(",")) if shared else 0)
-
-
-def parse_workload(text: str, name: str) -> list[WorkloadRequest]:
-    """The requests of a workload file's text (docs/smolserve.md "Workloads": blank lines
-    and lines starting with `#` skipped, fields apart by spaces or tabs). ValueError
-    `<name>:<line>: <why>` at the first bad line, `<name>: no requests` for none."""
-    out: list[WorkloadRequest] = []
-    seen: set[str] = set()
-    for n, raw in enumerate(text.split("\n"), 1):
-        line = raw.rstrip("\r").replace("\t", " ")
-        first = line.split()
-        if not first or first[0].startswith("#"):
-            continue
-        where = f"{name}:{n}"
-        if len(out) == MAX_REQUESTS:
-            raise ValueError(f"{where}: more than {MAX_REQUESTS} requests")
-        fields, chat = _chat_message(line, where)
-        req = _request(fields, chat, where)
-        if req.id in seen:
-            raise ValueError(f"{where}: two requests with the same id {req.id}")
-        seen.add(req.id)
-        out.append(req)
-    if not out:
-        what = "an empty file" if not text.strip() else "no requests"
-        raise ValueError(f"{name}: {what} (a workload file has a request a line: "
-                         "id max_len prompt gen=N|eos)")
-    return out
-
-
-def read_workload(path: str | Path) -> list[WorkloadRequest]:
-    """The requests of the workload file at `path` on the host. ValueError `<path>: <why>`
-    (one line) for a file that is missing, a folder, unreadable, too long, not text, or
-    not a workload."""
+def check_workload(path: str | Path, smolserve: Path) -> list[str]:
+    """The requests of the workload file at `path` on the host, a line each, as
+    `smolserve --check-workload` prints them: `smolserve` is smolserve built for the host
+    (build/host/smolserve), so the file is read by the guest's own parser
+    (user/smolserve/workload.c), its one home. ValueError `<path>[:<line>]: <why>` (one
+    line) for a file that cannot be read, is not a workload, or cannot be typed into the
+    NexOS shell."""
     try:
-        data = Path(path).read_bytes()
+        Path(path).read_bytes()
     except OSError as e:
         raise ValueError(f"{path}: cannot read ({e.strerror or e})") from None
-    if len(data) >= MAX_FILE:
-        raise ValueError(f"{path}: {len(data)} bytes; a workload file is shorter than "
-                         f"{MAX_FILE // 1024} KiB")
+    proc = subprocess.run([str(smolserve), "--check-workload", str(path)], capture_output=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+    if proc.returncode != 0:
+        said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        why = said[-1].removeprefix(SMOLSERVE_ERROR) if said else f"exit status {proc.returncode}"
+        raise ValueError(why if why.startswith(str(path)) else f"{path}: {why}")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise ValueError(f"{path}:{line}: not text (a workload file is lines of "
-                         "`id max_len prompt gen=N|eos`)") from None
-    if "\0" in text:
-        line = text[:text.index("\0")].count("\n") + 1
-        raise ValueError(f"{path}:{line}: not text (a NUL byte)")
-    return parse_workload(text, str(path))
+        lines = proc.stdout.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not text (a chat message that is not UTF-8)") from None
+    for line in lines:
+        if "'" in line:
+            raise ValueError(f"{path}: request {line.split(' ', 1)[0]}: a chat message cannot "
+                             "hold a ' (each line is typed into the NexOS shell between two ')")
+    return lines
 
 
-def workload_commands(requests: Sequence[WorkloadRequest], dest: str = GUEST_WORKLOAD
-                      ) -> list[str]:
-    """NexOS shell commands that write `requests` to `dest` in the guest, a line each (the
-    first truncates the file). The words are ids, numbers and `gen=`, which need no
-    quoting; a chat message with its two " goes between two ' (the shell's quotes)."""
-    def words(r: WorkloadRequest) -> str:
-        line = r.line()
-        if r.chat is None:
-            return line
-        head, _, tail = line.partition(' "')
-        message, _, end = tail.rpartition('" ')
-        return f"""{head} '"{message}"' {end}"""
-    return [f"echo {words(r)} {'>' if i == 0 else '>>'} {dest}"
-            for i, r in enumerate(requests)]
+def workload_commands(lines: Sequence[str], dest: str = GUEST_WORKLOAD) -> list[str]:
+    """NexOS shell commands that write the workload `lines` (check_workload's) to `dest` in
+    the guest, a line each between the shell's quotes (the first truncates the file)."""
+    return [f"echo '{line}' {'>' if i == 0 else '>>'} {dest}" for i, line in enumerate(lines)]
 
 
 def serve_workload(workload: str | None, requests: int | None, max_len: int | None,

@@ -1,14 +1,15 @@
 // A Linux stand-in for the NexOS user ABI (user/user.h), so that user programs such as
 // smolprobe compile and run on the host with gcc for fast numerics iteration.
 //
-// Every ABI function is defined here as host_<name> (tests/host/rename.h renames the
+// Every ABI function is defined here as host_<name> (user/host/rename.h renames the
 // program's calls). What matters most is memory: sbrk() hands out a private, lazily
 // populated arena (an anonymous mmap with huge pages disabled), malloc() is carved from
 // sbrk(), and memstat() counts the arena pages that are resident (mincore), so the page
 // accounting of a program behaves like NexOS's LAZY_ALLOC=1 build: a page is "mapped" from
 // its first touch. There are no page-table pages here, so used_pages == mapped_pages.
 //
-// Build: see tests/host/Makefile (or tests/llm/test_smolprobe_host.py).
+// Built by the top Makefile (build/host/smolserve, which the harness runs to check a
+// workload file) and by tests/host/Makefile (the test tools and smolprobe).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -137,7 +138,7 @@ g_wait(int *status)
 
 // ---------------------------------------------------------------- the NexOS ABI
 
-#include "tests/host/rename.h"
+#include "user/host/rename.h"
 #include "kernel/types.h"
 #include "kernel/stat.h"
 #include "kernel/memstat.h"
