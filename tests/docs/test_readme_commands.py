@@ -27,6 +27,7 @@ from nexos.machine.config import BuildConfig, llm_cpus, matrix
 from nexos.machine.qemu import QemuSession
 from nexos.parse import parse_smolprobe
 from nexos.programs.kvcache import KvShape, active_pages_est
+from nexos.programs.serve import PRESSURE_MEMSIZE, PRESSURE_WORKLOADS
 from support import (
     HF_CONFIG,
     boot_to_shell,
@@ -263,12 +264,12 @@ def test_readme_nexos_serve_line(build_kernel):
 
 def test_readme_nexos_serve_swap_line(build_kernel):
     """The README's `nexos serve --swap 512` line: the short, medium and long workloads on
-    lazy1-cow1 in 256 MiB, each on a boot without swap and one with a 512 MiB swap disk.
+    lazy1-cow1 in PRESSURE_MEMSIZE, each on a boot without swap and one with a 512 MiB swap disk.
     Every request completes both ways with the same answers; without swap workers are
     killed and recomputed, with swap none is, and pages go out and come back."""
     words = readme_line("$ nexos serve --swap")[1:]
     assert words == ["nexos", "serve", "--swap", "512"], words
-    cfg = BuildConfig(1, 1, 256, 2)
+    cfg = BuildConfig(1, 1, PRESSURE_MEMSIZE, 2)
     build_kernel(cfg, llm=True)
     with build_locks([cfg]):
         r = run(nexos_argv(words), timeout=2400, columns=100)
@@ -279,7 +280,7 @@ def test_readme_nexos_serve_swap_line(build_kernel):
     rows = {m[1]: m[2].split() for m in re.finditer(
         r"^\s*(short|medium|long) +lazy1-cow1 +(.*)$", r.stdout, re.M)}
     assert list(rows) == ["short", "medium", "long"], r.stdout
-    want = {"short": 48, "medium": 12, "long": 6}
+    want = {label: n for label, n, _ in PRESSURE_WORKLOADS}
     for label, cells in rows.items():
         n = want[label]
         assert cells[0] == cells[4] == f"{n}/{n}", r.stdout

@@ -25,6 +25,7 @@ from nexos.machine.config import BuildConfig
 from nexos.parse import parse_serve
 from nexos.programs.serve import (
     PRESSURE_FLAGS,
+    PRESSURE_MEMSIZE,
     PRESSURE_WORKLOADS,
     pressure_workloads,
     serve_workload,
@@ -104,7 +105,8 @@ def test_swap_with_no_workload_boots_each_workload_without_and_with_swap(boots) 
     r = serve("--swap", "512")
     assert r.exit_code == 0, (r.output, r.exception)
     assert [(c.name, c.memsize, c.swapsize) for c, _ in boots] == [
-        ("lazy1-cow1-mem256", 256, swap) for _ in PRESSURE_WORKLOADS for swap in (0, 512)]
+        (f"lazy1-cow1-mem{PRESSURE_MEMSIZE}", PRESSURE_MEMSIZE, swap)
+        for _ in PRESSURE_WORKLOADS for swap in (0, 512)]
     commands = [typed[-1] for _, typed in boots]
     for i, (_, n, max_len) in enumerate(PRESSURE_WORKLOADS):
         want = f"smolserve --requests {n} --max-len {max_len} --overcommit 1 --test-fill 1"

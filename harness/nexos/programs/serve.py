@@ -197,13 +197,15 @@ def run_serves(open_shell: OpenShell, configs: Sequence[tuple[int, int]], cpus: 
 
 # What `nexos serve --swap` runs when no workload is given, and bench/smolserve_swap.py: the
 # same memory asked in short, medium and long requests (label, requests, max_len), each about
-# 3.4x the free pages of a PRESSURE_MEMSIZE guest (docs/smolserve.md, "Overcommit").
-PRESSURE_WORKLOADS = (("short", 48, 256), ("medium", 12, 1024), ("long", 6, 2048))
-PRESSURE_MEMSIZE = 256
+# 2.9x the free pages of a PRESSURE_MEMSIZE guest (docs/smolserve.md, "Overcommit"). The
+# smallest guest that holds the model with room for a few requests: the pressure is the
+# same, and the run a third of what 256 MiB and twice the requests took.
+PRESSURE_WORKLOADS = (("short", 24, 256), ("medium", 6, 1024), ("long", 3, 2048))
+PRESSURE_MEMSIZE = 192
 # Admit past what fits, and make every first attempt fill its reservation once its prompt is
 # fed, as a long answer would: without it answers of a few tokens never meet the memory they
 # ask. The answers keep smolserve's default length (1..16 tokens), so that a filled short
-# request lives long enough to overlap the others: with one-token answers the 48 short ones
+# request lives long enough to overlap the others: with one-token answers the short ones
 # fill and finish one after another and meet no pressure at all.
 PRESSURE_FLAGS = ("--overcommit", "1", "--test-fill", "1")
 
