@@ -15,7 +15,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import asdict, dataclass, field
 
-from nexos.machine.limits import SMOLPROBE_TEXT_GEN
+from nexos.machine.limits import PAGE_SIZE, SMOLPROBE_TEXT_GEN
 from nexos.programs.kvcache import KvShape, active_pages_est, max_kv_pages
 
 DEFAULT_PROMPT = (1, 2, 3)
@@ -363,6 +363,10 @@ class ServeSummary:
     waste_percent: int
     peak_used_pages: int
     tokens_per_s: float
+
+    @property
+    def peak_used_mib(self) -> float:
+        return self.peak_used_pages * PAGE_SIZE / 2**20
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from nexos.machine.config import BuildConfig  # noqa: E402
+from nexos.machine.limits import PAGE_SIZE  # noqa: E402
 from nexos.parse import TraceStep  # noqa: E402
 from nexos.programs.compare import Probe, ProbeRun  # noqa: E402
 from nexos.programs.serve import concurrency  # noqa: E402
@@ -178,7 +179,7 @@ def plot_serve(series: dict[str, list[tuple[float, int, int]]], out: Path) -> Pa
     for label, pts in series.items():
         ts = [p[0] for p in pts]
         top.step(ts, [p[1] for p in pts], where="post", label=label)
-        bottom.step(ts, [p[2] * 4096 / 2**20 for p in pts], where="post", label=label)
+        bottom.step(ts, [p[2] * PAGE_SIZE / 2**20 for p in pts], where="post", label=label)
     top.set_ylabel("requests running at once")
     top.set_ylim(bottom=0)
     top.yaxis.get_major_locator().set_params(integer=True)

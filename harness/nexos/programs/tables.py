@@ -191,7 +191,7 @@ def serve_table(records: list[ServeRecord], command: str = "") -> Table:
         cells = [str(s.peak_concurrent), str(s.queued), str(s.recomputed),
                  f"{s.completed}/{s.requests}", str(s.reserved_kv_pages),
                  str(s.mapped_kv_pages), f"{s.waste_percent}%",
-                 f"{s.peak_used_pages * 4096 / 2**20:.0f}", f"{s.tokens_per_s:.1f}"]
+                 f"{s.peak_used_mib:.0f}", f"{s.tokens_per_s:.1f}"]
         if shared:
             p = res.prefix_summary
             cells += ["-", "-"] if p is None else [f"{p.prefill_tokens_saved} tok",
