@@ -53,6 +53,7 @@ PREFIX_ALONE = serve_command([*PREFIX_FLAGS, "--share-prefix", "0"])
 CHAT_WORKLOAD = ('# two chat messages, a token request\r\nC1 96 "What is the capital of France?"'
                  ' gen=4\r\nC2  96\t"Name a colour."  gen=4\n\nT 64 1,2,3:4 gen=1')
 CHAT = "smolserve --workload /c.txt"
+CHAT_CHECK = "smolserve --check-workload /c.txt"   # prints the lines the harness typed
 CHAT_ALONE = "smolserve --workload /c.txt --share-prefix 0"
 RUN_TIMEOUT = 600.0
 # one-line errors, run on lazy1-cow1 after the workloads (the file is written first)
@@ -61,6 +62,7 @@ ERRORS = {
     "smolserve --requests 0 --max-len 8": "--requests",
     "smolserve --workload /nope": "no such built-in workload or file",
     "smolserve --workload /bad.txt": "/bad.txt:1:",
+    "smolserve --check-workload /bad.txt": "/bad.txt:1:",
     "smolserve --requests 2 --max-len 1000000": "max_seq_len",
     "smolserve --workload seed32 --test-kill Z": "--test-kill",
 }
@@ -254,7 +256,8 @@ def boot_commands(cfg: BuildConfig, chat_file: Sequence[str]) -> tuple[str, ...]
     command's output, whose figures are its own (the free pages it starts with and ends
     with, checked against each other): none needs a fresh kernel."""
     extra = {(0, 0): (QUEUE,),
-             (1, 1): (QUEUE, FILL, BAD_FILE, *ERRORS, *chat_file, CHAT, CHAT_ALONE)}
+             (1, 1): (QUEUE, FILL, BAD_FILE, *ERRORS, *chat_file, CHAT_CHECK, CHAT,
+                      CHAT_ALONE)}
     return (SEED32, KILLED, PREFIX, PREFIX_ALONE, *extra.get((cfg.lazy, cfg.cow), ()))
 
 
@@ -386,6 +389,9 @@ def test_chat_requests_share_the_template_head(serve_runs: SharedRuns) -> None:
     assert isinstance(outputs, dict)
     typed = {c: out for c, out in outputs.items() if c.startswith("echo ") and "/c.txt" in c}
     assert len(typed) == 3 and not any(out.strip() for out in typed.values()), typed
+    # the guest's parser reads back exactly the lines the host's printed and the shell wrote
+    assert outputs[CHAT_CHECK].strip().splitlines() == [
+        c.split("'")[1] for c in typed], outputs[CHAT_CHECK]
     shared, alone = parse_serve(outputs[CHAT]), parse_serve(outputs[CHAT_ALONE])
     assert shared.error is None and alone.error is None, outputs[CHAT]
     check_summary(shared)

@@ -80,11 +80,15 @@ def check_workload(path: str | Path, smolserve: Path) -> list[str]:
     line) for a file that cannot be read, is not a workload, or cannot be typed into the
     NexOS shell."""
     try:
-        Path(path).read_bytes()
+        with open(path, "rb"):
+            pass
     except OSError as e:
         raise ValueError(f"{path}: cannot read ({e.strerror or e})") from None
-    proc = subprocess.run([str(smolserve), "--check-workload", str(path)], capture_output=True,
-                          stdin=subprocess.DEVNULL, timeout=60)
+    try:
+        proc = subprocess.run([str(smolserve), "--check-workload", str(path)],
+                              capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ValueError(f"{path}: {smolserve} --check-workload did not run ({e})") from None
     if proc.returncode != 0:
         said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         why = said[-1].removeprefix(SMOLSERVE_ERROR) if said else f"exit status {proc.returncode}"
