@@ -26,6 +26,11 @@ QEMU ?= qemu-system-riscv64
 
 # MiB of guest RAM by default (the harness reads it here: harness/nexos/machine/limits.py)
 DEFAULT_MEMSIZE := 512
+# The RAM (MiB) and swap disk (MiB) a configuration may have (harness/nexos/machine/limits.py
+# reads these).
+MIN_MEMSIZE := 64
+MAX_MEMSIZE := 2048
+MAX_SWAPSIZE := 4096
 DEFAULT_MODEL := build/models/smollm2-135m-instruct.bin
 SYNTH_MODEL := build/models/smollm-135m-int8-seed0.bin
 
@@ -37,13 +42,13 @@ endif
 ifeq ($(filter $(COW_ALLOC),0 1),)
 $(error COW_ALLOC must be 0 or 1, not '$(COW_ALLOC)')
 endif
-ifeq ($(shell [ "$(MEMSIZE)" -ge 128 ] 2>/dev/null && [ "$(MEMSIZE)" -le 2048 ] 2>/dev/null && echo ok),)
-$(error MEMSIZE must be a number of MiB between 128 and 2048, not '$(MEMSIZE)')
+ifeq ($(shell [ "$(MEMSIZE)" -ge $(MIN_MEMSIZE) ] 2>/dev/null && [ "$(MEMSIZE)" -le $(MAX_MEMSIZE) ] 2>/dev/null && echo ok),)
+$(error MEMSIZE must be a number of MiB between $(MIN_MEMSIZE) and $(MAX_MEMSIZE), not '$(MEMSIZE)')
 endif
 # SWAPSIZE only sizes the swap disk QEMU is given (the kernel finds the disk at boot), so it
 # changes no build folder; 0 boots without one.
-ifeq ($(shell [ "$(SWAPSIZE)" -ge 0 ] 2>/dev/null && [ "$(SWAPSIZE)" -le 4096 ] 2>/dev/null && echo ok),)
-$(error SWAPSIZE must be a number of MiB between 0 and 4096, not '$(SWAPSIZE)')
+ifeq ($(shell [ "$(SWAPSIZE)" -ge 0 ] 2>/dev/null && [ "$(SWAPSIZE)" -le $(MAX_SWAPSIZE) ] 2>/dev/null && echo ok),)
+$(error SWAPSIZE must be a number of MiB between 0 and $(MAX_SWAPSIZE), not '$(SWAPSIZE)')
 endif
 # KDEBUG=pageout: a debug kernel, in a folder of its own, that pages out each page a copy
 # to or from user memory has just faulted in (docs/memory.md, "Checking a race").

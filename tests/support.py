@@ -24,6 +24,7 @@ import numpy as np
 import pexpect
 import pytest
 
+from nexos.course.grade import SWAP_CHECK_MEMSIZE, check_swapsize
 from nexos.machine.build import BuildResult, build_one, prebuild_shared
 from nexos.machine.config import BuildConfig
 from nexos.model.tokenizer import find_smollm2_gguf, smollm2_missing
@@ -44,6 +45,12 @@ needs_smollm2 = pytest.mark.skipif(SMOLLM2_GGUF is None, reason=smollm2_missing(
 # other skip is a failure: it means something that scripts/setup.sh provides was missing,
 # and a green run would prove nothing about it (docs/testing.md).
 BY_DESIGN = "by design: "
+# The small machine of the tests whose subject is not the size: the swap check's RAM and
+# disk (MiB), so that they and the swap lab's grade share one build. The test programs size
+# their memory-filling tests from memstat, so they prove the same at a fraction of the
+# pages (docs/testing.md, "Keeping it fast").
+SMALL_MEMSIZE = SWAP_CHECK_MEMSIZE
+SMALL_SWAPSIZE = check_swapsize(BuildConfig(1, 1, memsize=SMALL_MEMSIZE))
 
 
 def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

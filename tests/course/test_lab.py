@@ -22,6 +22,7 @@ from nexos.course.grade import (
     CHECK_NAMES,
     DEFAULT_CHECK_NAMES,
     OPT_IN_CHECK_NAMES,
+    SWAP_CHECK_MEMSIZE,
     check_swapsize,
     grade_config,
     hidden_checks,
@@ -259,7 +260,7 @@ def test_lab_plan():
 
 
 def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatch):
-    """The swaptest check boots a machine of its own: at most 128 MiB of RAM, with
+    """The swaptest check boots a machine of its own: at most 64 MiB of RAM, with
     check_swapsize's disk (4x RAM, or the grade's --swap when larger; at most the Makefile's
     4096 MiB); the other checks keep the configuration's boot. On the fake QEMU, whose boot
     line reports the disk it got."""
@@ -268,8 +269,8 @@ def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatc
         2048, 512, 1024, 512, 4096]
     assert [swap_check_config(BuildConfig(0, 1, memsize=m, swapsize=s)) for m, s in
             [(512, 0), (128, 0), (2048, 1024)]] == [
-        BuildConfig(0, 1, memsize=128, swapsize=512), BuildConfig(0, 1, memsize=128, swapsize=512),
-        BuildConfig(0, 1, memsize=128, swapsize=1024)]
+        BuildConfig(0, 1, memsize=64, swapsize=256), BuildConfig(0, 1, memsize=64, swapsize=256),
+        BuildConfig(0, 1, memsize=64, swapsize=1024)]
     (swaptest,) = select_checks(["swaptest"])
     assert swaptest.swap and swaptest.command == "swaptest"
     assert not any(c.swap for c in select_checks(list(DEFAULT_CHECK_NAMES)))
@@ -288,9 +289,9 @@ def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatc
     results = grade_config(fake_qemu["repo"], cfg, select_checks(["usertests", "swaptest"]),
                            transcript_dir=logs)
     assert [(r.name, r.passed) for r in results] == [("usertests", True), ("swaptest", False)]
-    assert sorted(f.name for f in logs.iterdir()) == ["lazy1-cow1-mem128-swap512.log",
+    assert sorted(f.name for f in logs.iterdir()) == ["lazy1-cow1-mem64-swap256.log",
                                                       "lazy1-cow1.log"]
-    assert "mem=128M swap=512M" in (logs / "lazy1-cow1-mem128-swap512.log").read_text()
+    assert "mem=64M swap=256M" in (logs / "lazy1-cow1-mem64-swap256.log").read_text()
     assert " swap=" not in (logs / "lazy1-cow1.log").read_text()
     assert not list((fake_qemu["repo"] / "build").glob("nexos-swap-*"))  # the disk is gone
 
@@ -369,7 +370,7 @@ def test_swap_starter_of_this_checkout(tmp_path):
             "`swap_free_slots()`") in labmd
     assert "`kernel/fault.c`: `swapfault()`" in labmd
     assert "`kernel/vm.c`: `forkleaves()`" in labmd
-    assert "make qemu LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE=128 SWAPSIZE=512" in labmd
+    assert "make qemu LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE=64 SWAPSIZE=256" in labmd
     assert "$ swaptest pattern" in labmd and "\"Swap and reclaim\"" in labmd
     assert "make grade LAB=swap" in labmd
     for cfg in matrix():
@@ -444,8 +445,8 @@ def test_eager_starter_is_a_working_kernel(starters):
         assert passed(out), f"{cmd}:\n{out[-3000:]}"
 
 
-SWAP_STARTER = BuildConfig(1, 1, memsize=128,
-                           swapsize=check_swapsize(BuildConfig(1, 1, memsize=128)))
+SWAP_STARTER = BuildConfig(1, 1, memsize=SWAP_CHECK_MEMSIZE,
+                           swapsize=check_swapsize(BuildConfig(1, 1, memsize=SWAP_CHECK_MEMSIZE)))
 # lab -> (configuration, commands that must fail with these lines, commands that must pass)
 MECHANISM_GONE = {
     "lazy": (LAZY, {"lazytests": ["test sparse: FAILED", "test sysbuf: FAILED"]},
@@ -460,9 +461,9 @@ MECHANISM_GONE = {
     # booted with a swap disk no slot is ever free: every test that needs more than RAM fails
     # (an eager sbrk, a lazy fault killed), nothing panics; cowtests' bigfork sees the disk
     # and wants its child that writes more than RAM to finish; the rest is as without swap
-    # (at 128 MiB, as the swap lab's grade below: the starter's tests that fill RAM fill less)
+    # (at 64 MiB, as the swap lab's grade below: the starter's tests that fill RAM fill less)
     "swap": (SWAP_STARTER,
-             {"swaptest": ["swap_slots=131072 swap_slots_used=0", "test pattern: FAILED",
+             {"swaptest": ["swap_slots=65536 swap_slots_used=0", "test pattern: FAILED",
                            "test fork: FAILED", "test exit: FAILED", "test leakcheck: OK"],
               "cowtests bigfork": ["test bigfork: FAILED child writing"]},
              ["usertests -q", "lazytests", "mmaptests"]),
@@ -487,9 +488,10 @@ def test_starter_lacks_the_mechanism(starters, lab_):
         assert passed(outs[cmd]), f"{cmd}:\n{outs[cmd][-3000:]}"
 
 
-# The swap lab's check as the grade runs it (its own machine: 128 MiB, a disk of 4x RAM),
+# The swap lab's check as the grade runs it (its own machine: 64 MiB, a disk of 4x RAM),
 # in both policies.
-SWAP_LAB_CONFIGS = [BuildConfig(0, 0, memsize=128), BuildConfig(1, 1, memsize=128)]
+SWAP_LAB_CONFIGS = [BuildConfig(0, 0, memsize=SWAP_CHECK_MEMSIZE),
+                    BuildConfig(1, 1, memsize=SWAP_CHECK_MEMSIZE)]
 
 
 @pytest.mark.qemu

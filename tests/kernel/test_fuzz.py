@@ -30,7 +30,7 @@ from nexos.machine.fuzz import (
 )
 from nexos.machine.qemu import KernelPanic, QemuTimeout
 from nexos.parse import ParseError
-from support import build_locks
+from support import SMALL_MEMSIZE, SMALL_SWAPSIZE, build_locks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -210,7 +210,7 @@ def test_the_hog_goes_with_swap():
     (["--swap", "-5"], 2, "--swap"),
     (["--cpus", "0"], 2, "--cpus"),
     (["--jobs", "0"], 2, "--jobs"),
-    (["--mem", "64"], 1, "MEMSIZE must be between"),
+    (["--mem", "32"], 1, "MEMSIZE must be between"),
     (["--bogus"], 2, "No such option"),
 ])
 def test_bad_options_are_one_line(args, code, words):
@@ -271,7 +271,7 @@ def test_readme_nexos_fuzz_at_its_defaults(build_kernel):
             in r.stdout), r.stdout
 
 
-HOG_MEMSIZE = 128  # the swap tests' RAM (tests/kernel/test_swap.py): no build of its own
+HOG_MEMSIZE = SMALL_MEMSIZE  # the swap tests' RAM (tests/kernel/test_swap.py): no build of its own
 
 
 @pytest.mark.parametrize("lazy,cow", [(1, 1), (0, 0)])
@@ -279,11 +279,11 @@ def test_swap_and_the_hog_are_clean(build_kernel, repo, lazy, cow):
     """With a swap disk the guest runs --hog: pages go out and come back while the workers'
     system calls use them, and every page and slot comes back at the end. Each flag's two
     policies: the hog fills its memory before the workers start, so an eager sbrk meets no
-    faulting workers (docs/fuzz.md, "Known findings"). In 128 MiB of RAM: the hog is
+    faulting workers (docs/fuzz.md, "Known findings"). In 64 MiB of RAM: the hog is
     filled in a second, and the workers, under the same pressure, make some fifty times
     the calls they make beside the 500 MiB hog of the default RAM."""
     build_kernel(BuildConfig(lazy, cow, HOG_MEMSIZE))
-    cfg = BuildConfig(lazy, cow, HOG_MEMSIZE, cpus=2, swapsize=512)
+    cfg = BuildConfig(lazy, cow, HOG_MEMSIZE, cpus=2, swapsize=SMALL_SWAPSIZE)
     rec = run_fuzz(cfg, repo, 15, seed=2, procs=4)
     assert not rec.failed, f"{rec.problem}\n{rec.evidence[-2000:]}\nrepro: {rec.repro}"
     assert rec.command == "fuzz --seed 2 --procs 4 --seconds 15 --hog"

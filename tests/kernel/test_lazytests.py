@@ -11,10 +11,10 @@ import pytest
 from nexos.machine.config import BuildConfig
 from nexos.machine.qemu import QemuSession
 from nexos.parse import find_panic
+from support import SMALL_MEMSIZE, SMALL_SWAPSIZE
 
 MATRIX = [(0, 0), (0, 1), (1, 0), (1, 1)]
-MEMSIZE = 128   # the size test_memory.py and test_swap.py build: one build for all three
-SWAPSIZE = 512
+MEMSIZE, SWAPSIZE = SMALL_MEMSIZE, SMALL_SWAPSIZE   # one build with test_memory, test_swap
 # name -> the kernel's `usertrap:` reports the test provokes on purpose
 EDGE_CASES = {"spanrw": 0, "pathstr": 0, "pipeheap": 0, "execempty": 0, "shrinkbelow": 2}
 

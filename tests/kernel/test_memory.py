@@ -11,12 +11,13 @@ import pytest
 from nexos.machine.config import BuildConfig
 from nexos.machine.qemu import QemuSession
 from nexos.parse import find_panic
+from support import SMALL_MEMSIZE
 
 MATRIX = [(0, 0), (0, 1), (1, 0), (1, 1)]
-# The programs size their memory-filling tests from memstat (a share of total_pages), so a
-# 128 MiB guest runs every check with a quarter of the pages to fill: about half the time
-# of the default 512 MiB (docs/testing.md, "Keeping it fast").
-MEMSIZE = 128
+# The programs size their memory-filling tests from memstat (a share of total_pages), so
+# the small guest runs every check with an eighth of the pages of the default 512 MiB to
+# fill (docs/testing.md, "Keeping it fast").
+MEMSIZE = SMALL_MEMSIZE
 FREE_RE = re.compile(r"freecheck free_pages=(\d+) total_pages=(\d+) lazy_alloc=(\d) cow_alloc=(\d)")
 
 

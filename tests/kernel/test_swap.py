@@ -1,7 +1,7 @@
 """Swap: the second virtio disk and everything around it. Without QEMU: `make SWAPSIZE=`, the
 boot line's `swap=`, BuildConfig.swapsize, QemuSession's private swap disk (on the fake QEMU)
-and `--swap` of `nexos run`/`grade`. Booted for real, in all four configurations with 128 MiB
-of RAM and 512 MiB of swap: swaptest as the swap lab's grade check runs it (a process uses
+and `--swap` of `nexos run`/`grade`. Booted for real, in all four configurations with 64 MiB
+of RAM and 256 MiB of swap: swaptest as the swap lab's grade check runs it (a process uses
 2x RAM and gets every word back; a cold region two processes share goes to swap rather than
 a working set) and the other test programs with swap in the machine; and the fuzzer and
 usertests on the debug kernel of `make KDEBUG=pageout`, where every copy's page is paged out
@@ -25,13 +25,13 @@ from nexos.machine.build import make_command
 from nexos.machine.config import BuildConfig, ConfigError, matrix
 from nexos.machine.qemu import BootMismatch, QemuSession, kill_all
 from nexos.parse import find_panic, parse_boot_line
-from support import boot_to_shell, copy_checkout, make_qemu
+from support import SMALL_MEMSIZE, SMALL_SWAPSIZE, boot_to_shell, copy_checkout, make_qemu
 
 MATRIX = [(0, 0), (0, 1), (1, 0), (1, 1)]
 IDS = [f"lazy{a}-cow{b}" for a, b in MATRIX]
-# 128 MiB of RAM keeps the fills short (2x RAM is 256 MiB of writes and reads); 512 MiB of
-# swap holds the copying fork of 1.5x RAM with room (docs/testing.md, "swaptest").
-MEMSIZE, SWAPSIZE = 128, 512
+# The smallest machine keeps the fills short (2x RAM is 128 MiB of writes and reads); a disk
+# of 4x RAM holds the copying fork of 1.5x RAM with room (docs/testing.md, "swaptest").
+MEMSIZE, SWAPSIZE = SMALL_MEMSIZE, SMALL_SWAPSIZE
 
 
 # --------------------------------------------------------------------------- the boot line

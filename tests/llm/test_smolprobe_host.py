@@ -108,6 +108,29 @@ def test_final_logits_match_reference(host_bin, ckpts, name):
     assert np.abs(logits - ref).max() < 1e-3
 
 
+def fnv1a(data: bytes) -> int:
+    """32-bit FNV-1a, byte by byte (smolprobe's fnv1a, user/smolprobe/main.c)."""
+    h = 2166136261
+    for b in data:
+        h = (h ^ b) * 16777619 & 0xFFFFFFFF
+    return h
+
+
+@pytest.mark.parametrize("name", ["tiny-f32", "small-int8"])
+def test_logits_hash_is_the_fnv1a_of_the_logits_bytes(host_bin, ckpts, name):
+    """--print-logits-hash hashes the final logits' float32 bytes: those of the reference,
+    which smolprobe's arithmetic equals bit for bit (the printed %.6f numbers are not those
+    bytes, so they cannot be re-hashed). The line comes last, after the logits."""
+    prompt, gen = [4, 9, 2], 6
+    run = smolprobe(host_bin, *request(ckpts[name], prompt, gen, "--print-logits",
+                                       "--print-logits-hash"))
+    assert run.code == 0, run.stderr
+    ref = generate(ckpts[name], prompt, gen).final_logits
+    assert run.lines[-1] == (f"[smolprobe] logits_hash n={len(ref)} "
+                             f"fnv={fnv1a(ref.astype('<f4').tobytes())}")
+    assert run.lines[-2].startswith("[smolprobe] logits=")
+
+
 @pytest.mark.parametrize("bad", ["inf", "nan"])
 def test_nonfinite_logits_print_as_such(host_bin, ckpts, tmp_path, bad):
     """A non-finite logit prints as nan, inf or -inf (docs/smolprobe.md, "Output"), never as
@@ -329,7 +352,7 @@ def test_help_says_which_weights(host_bin):
     assert run.code == 0
     text = "\n".join(run.lines)
     assert "SmolLM2-135M-Instruct" in text and "SYNTHETIC" in text and "MODEL=synth" in text
-    assert "--prompt-tokens" in text and "--chat" in text and "--print-logits" in text
+    assert "--prompt-tokens" in text and "--chat" in text and "--print-logits-hash" in text
     assert "--no-mmap" in text
 
 

@@ -9,9 +9,10 @@ usage(void)
   printf("usage: smolprobe (--prompt-tokens a,b,c | --prompt TEXT | --chat TEXT |\n"
          "                  --perplexity TEXT) [--gen-len N]\n"
          "                 [--seq-len N] [--model PATH] [--temperature T] [--seed S]\n"
-         "                 [--stop-at-eos] [--print-tokens] [--print-logits] [--trace]\n"
-         "                 [--samples N] [--bench] [--no-mmap] [--prefill-block N]\n"
-         "                 [--harts N] [--prompt-cache FILE|none] [--help]\n"
+         "                 [--stop-at-eos] [--print-tokens] [--print-logits]\n"
+         "                 [--print-logits-hash] [--trace] [--samples N] [--bench]\n"
+         "                 [--no-mmap] [--prefill-block N] [--harts N]\n"
+         "                 [--prompt-cache FILE|none] [--help]\n"
          "       smolprobe --tokenize (--prompt TEXT | --chat TEXT) [--model PATH]\n"
          "Runs a SmolLM-135M-architecture transformer (default model %s) over a KV cache\n"
          "reserved with one sbrk() for --seq-len positions (default 256), and reports how\n"
@@ -33,6 +34,8 @@ usage(void)
          "  --stop-at-eos    end the request when the model emits <|im_end|>\n"
          "  --temperature    0 (default) = greedy; > 0 samples with --seed (default 0)\n"
          "  --print-tokens   print the generated ids; --print-logits the final logits\n"
+         "  --print-logits-hash  print the FNV-1a hash of the final logits' bytes: two runs\n"
+         "                   compared bit for bit in one line instead of vocab-size numbers\n"
          "  --trace          one line per fed position with the KV pages mapped so far\n"
          "  --samples N      prefill once, fork N branches (1..6) that each sample their\n"
          "                   own gen-len tokens (seed+i, temperature 0.8 unless given)\n"
@@ -180,6 +183,8 @@ parse_args(int argc, char **argv, struct options *o)
       o->print_tokens = 1;
     } else if(strcmp(a, "--print-logits") == 0){
       o->print_logits = 1;
+    } else if(strcmp(a, "--print-logits-hash") == 0){
+      o->print_logits_hash = 1;
     } else if(strcmp(a, "--trace") == 0){
       o->trace = 1;
     } else if(strcmp(a, "--bench") == 0){
@@ -229,7 +234,8 @@ parse_args(int argc, char **argv, struct options *o)
     llm_die("--prompt-tokens, --prompt or --chat is required (try --help)", "");
   if(o->tokenize && (!o->text || o->score || o->tokens || o->gen_len >= 0 || o->seq_len ||
                      o->samples || o->stop_eos || o->bench || o->trace || o->print_tokens ||
-                     o->print_logits || o->temperature >= 0.0f || o->seed || o->no_mmap))
+                     o->print_logits || o->print_logits_hash || o->temperature >= 0.0f ||
+                     o->seed || o->no_mmap))
     llm_die("--tokenize takes --prompt or --chat TEXT (and --model) alone: it runs no model",
             "");
   if(o->tokenize)
@@ -242,9 +248,9 @@ parse_args(int argc, char **argv, struct options *o)
     llm_die("--prompt-cache goes with one request that generates (not --samples, "
             "--perplexity, --tokenize or --bench)", "");
   if(o->score && (o->gen_len >= 0 || o->samples || o->stop_eos || o->bench || o->trace ||
-                  o->print_tokens || o->print_logits))
+                  o->print_tokens || o->print_logits || o->print_logits_hash))
     llm_die("--perplexity scores its text alone (no --gen-len, --samples, --stop-at-eos, "
-            "--bench, --trace, --print-tokens or --print-logits)", "");
+            "--bench, --trace, --print-tokens, --print-logits or --print-logits-hash)", "");
   if(o->score)
     o->gen_len = 0;
   if(o->gen_len < 0 && o->text)
@@ -287,20 +293,42 @@ check_request(const struct config *c, struct options *o)
   o->tokens = all;
 }
 
+#define FNV1A_BASIS 2166136261U   // FNV-1a's start (its offset basis)
+
+// FNV-1a of n bytes at p, continuing h: the hashes below are of raw bits, so that two runs
+// are compared bit for bit in one line.
+static uint
+fnv1a(uint h, const void *p, uint64 n)
+{
+  const uchar *b = p;
+  for(uint64 i = 0; i < n; i++)
+    h = (h ^ b[i]) * 16777619U;
+  return h;
+}
+
 // --test-kv-hash (host test build): the FNV-1a hash of the K/V rows 0..rows-1 of every
 // layer, so that a test can hold two ways of feeding (--prefill-block) to the same rows.
 static void
 print_kv_hash(const struct config *c, const struct state *s, int rows)
 {
-  uint h = 2166136261U;
-  for(int l = 0; l < c->n_layers; l++)
-    for(int kv = 0; kv < 2; kv++){
-      const float *base = (kv ? s->value_cache : s->key_cache) + (uint64)l * s->seq_len * c->kv_dim;
-      const uchar *b = (const uchar *)base, *end = (const uchar *)(base + (uint64)rows * c->kv_dim);
-      for(; b < end; b++)
-        h = (h ^ *b) * 16777619U;
-    }
+  uint h = FNV1A_BASIS;
+  uint64 bytes = (uint64)rows * c->kv_dim * sizeof(float);
+  for(int l = 0; l < c->n_layers; l++){
+    uint64 at = (uint64)l * s->seq_len * c->kv_dim;
+    h = fnv1a(h, s->key_cache + at, bytes);
+    h = fnv1a(h, s->value_cache + at, bytes);
+  }
   printf("[smolprobe] test_kv_hash rows=%d fnv=%x\n", rows, h);
+}
+
+// --print-logits-hash: the FNV-1a hash of the final logits' bytes instead of the numbers
+// (49152 of them for SmolLM2, seconds over the guest's UART), so that two runs (an eager
+// and a lazy kernel, one hart and two) can be held bit for bit equal cheaply.
+static void
+print_logits_hash(const float *logits, int n)
+{
+  printf("[smolprobe] logits_hash n=%d fnv=%u\n", n,
+         fnv1a(FNV1A_BASIS, logits, (uint64)n * sizeof(float)));
 }
 
 // The harts the matvecs run on: --harts N, or every hart the kernel runs (memstat's ncpu);
@@ -418,6 +446,8 @@ main(int argc, char **argv)
     print_list("[smolprobe] tokens=", o.tokens + o.n_prompt, 0, o.generated);
   if(o.print_logits)
     print_list("[smolprobe] logits=", 0, s.logits, mo.c.vocab_size);
+  if(o.print_logits_hash)
+    print_logits_hash(s.logits, mo.c.vocab_size);
   if(o.bench)
     run_bench(&mo, &s);
   harts_stop();

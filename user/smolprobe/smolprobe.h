@@ -49,6 +49,7 @@ struct options {
   uint64 seed;
   int samples;          // --samples N (0: not given, the single-request run)
   int print_tokens, print_logits, trace;
+  int print_logits_hash; // --print-logits-hash: the final logits' FNV-1a, not the numbers
   int bench;            // --bench: the int8 micro-benchmark (alone, or after the request)
   int tokenize;         // --tokenize: encode the text, print its tokens, run no model
   int no_mmap;          // --no-mmap: read the model into the heap, never map it

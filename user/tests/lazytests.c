@@ -92,22 +92,25 @@ static void sparse(void)
         dused(&m0, &m3), dpt(&m0, &m3));
 }
 
-// Touching k pages of a fresh 64 MiB region maps exactly k; touching them again maps none.
-// LAZY_ALLOC=0: sbrk maps all 16384 pages at once and touches map nothing more.
+// Touching k pages of a fresh region (a quarter of RAM, at most 64 MiB, so that an eager
+// sbrk fits in the smallest machine) maps exactly k; touching them again maps none.
+// LAZY_ALLOC=0: sbrk maps the whole region at once and touches map nothing more.
 static void touchk(void)
 {
   struct memstat m0, m1, m2, m3;
-  const int npages = (64 << 20) / PGSIZE, k = 37;
+  const int k = 37;
   int pages[k];
   char *p;
 
   align_heap();
   snap2(&m0);
-  p = sbrk(64 << 20);
-  CHECK(p != (char *)-1, "sbrk(64 MiB) failed");
+  const int most = (64 << 20) / PGSIZE;
+  int npages = m0.total_pages / 4 < most ? m0.total_pages / 4 : most;
+  p = sbrk((long)npages * PGSIZE);
+  CHECK(p != (char *)-1, "sbrk(%d pages) failed", npages);
   snap(&m1);
-  CHECK(dmapped(&m0, &m1) == (m0.lazy_alloc ? 0 : npages), "sbrk(64 MiB) mapped %ld pages",
-        dmapped(&m0, &m1));
+  CHECK(dmapped(&m0, &m1) == (m0.lazy_alloc ? 0 : npages), "sbrk(%d pages) mapped %ld pages",
+        npages, dmapped(&m0, &m1));
   check_used(&m0, &m1, "sbrk");
   tl_srand(1234);
   for (int i = 0; i < k; i++) {

@@ -44,8 +44,8 @@ class CheckSpec:
 # tests get their full sizes (2x RAM in one heap, a copying fork of 1.5x RAM; docs/testing.md).
 SWAP_PER_RAM = 4
 # The RAM a swap check boots with, at most: swap's subject is moving pages between RAM and
-# the disk, which 128 MiB shows as well as 2 GiB, and swaptest fills RAM several times over
-# (seconds at 128 MiB, minutes at 512).
+# the disk, which the smallest machine (64 MiB) shows as well as 2 GiB, and swaptest fills
+# RAM several times over (about 25 s at 64 MiB, 50 s at 128, minutes at 512).
 SWAP_CHECK_MEMSIZE = MIN_MEMSIZE
 
 

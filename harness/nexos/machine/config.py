@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from nexos.machine.limits import DEFAULT_MEMSIZE, MAX_CPUS
+from nexos.machine.limits import DEFAULT_MEMSIZE, MAX_CPUS, MAX_MEMSIZE, MAX_SWAPSIZE, MIN_MEMSIZE
 
 DEFAULT_CPUS = 1
 LLM_CPUS = 2  # harts the model's programs boot with where the host has the cores (make qemu-llm)
@@ -24,9 +24,7 @@ def host_cores() -> int:
     return os.cpu_count() or 1
 
 
-MIN_MEMSIZE, MAX_MEMSIZE = 128, 2048  # what the Makefile accepts
 DEFAULT_SWAPSIZE = 0  # MiB; no swap disk
-MAX_SWAPSIZE = 4096   # the Makefile's limit on SWAPSIZE
 
 
 class ConfigError(ValueError):

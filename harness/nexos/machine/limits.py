@@ -68,11 +68,15 @@ _SERVE = read_defines(CHECKOUT / "user" / "smolserve" / "smolserve.h",
                       ("MAX_REQ", "MAX_PROMPT"))
 _KERNEL = {**read_defines(CHECKOUT / "kernel" / "riscv.h", ("PGSIZE",)),
            **read_defines(CHECKOUT / "kernel" / "param.h", ("NCPU",))}
-_MAKE = read_make_values(CHECKOUT / "Makefile", ("DEFAULT_MEMSIZE",))
+_MAKE = read_make_values(CHECKOUT / "Makefile",
+                         ("DEFAULT_MEMSIZE", "MIN_MEMSIZE", "MAX_MEMSIZE", "MAX_SWAPSIZE"))
 
 PAGE_SIZE = _KERNEL["PGSIZE"]                    # bytes of a page
 MAX_CPUS = _KERNEL["NCPU"]                       # harts the kernel can run (-smp 1..this)
 DEFAULT_MEMSIZE = _MAKE["DEFAULT_MEMSIZE"]       # MiB of guest RAM when MEMSIZE is not given
+MIN_MEMSIZE = _MAKE["MIN_MEMSIZE"]               # MEMSIZE (MiB) the Makefile accepts: from this
+MAX_MEMSIZE = _MAKE["MAX_MEMSIZE"]               # ... to this
+MAX_SWAPSIZE = _MAKE["MAX_SWAPSIZE"]             # MiB of swap disk at most (SWAPSIZE)
 SMOLPROBE_SEQ_LEN = _PROBE["DEFAULT_SEQ_LEN"]   # --seq-len when none is given (capped by the model)
 SMOLPROBE_TEXT_GEN = _PROBE["DEFAULT_TEXT_GEN"]  # --gen-len of --prompt/--chat when none is given
 SMOLPROBE_MAX_SAMPLES = _PROBE["MAX_SAMPLES"]    # --samples 1..this

@@ -67,6 +67,7 @@ LINE_KEYS: Keys = {
     "prompt_cache": (("reused_tokens", INT), ("saved_tokens", INT)),
     "tokens": (("tokens", INTS),),
     "logits": (("logits", FLOATS),),
+    "logits_hash": (("n", INT), ("fnv", INT)),
     "fork_phase": (("branches", INT), ("shared_pages_at_fork", INT), ("prefix_kv_pages", INT),
                    ("requested", INT), ("parent_mapped_pages", INT),
                    ("parent_released_kv", INT)),
@@ -113,8 +114,8 @@ MODE_LINES: Modes = {
         (("generated",), 0, 1), (("SUMMARY",), 1, 1), (("reserve_phase",), 1, 1),
         (("decode_phase",), 1, 1), (("verdict",), 1, 1), (("prompt_cache",), 0, 1),
         (("timing",), 1, 1),
-        (("text",), 0, 1), (("tokens",), 0, 1), (("logits",), 0, 1), (("bench",), 0, 1),
-        (("bench_detail",), 0, 1), (("bench_q4_1",), 0, 1)),
+        (("text",), 0, 1), (("tokens",), 0, 1), (("logits",), 0, 1), (("logits_hash",), 0, 1),
+        (("bench",), 0, 1), (("bench_detail",), 0, 1), (("bench_q4_1",), 0, 1)),
     "samples": (
         (("loading",), 1, 1), (("model",), 0, 1), (("weights",), 0, 1), (("request",), 1, 1),
         (("kv_capacity",), 1, 1), (("parallel_request",), 1, 1), (("running",), 1, 1),
@@ -222,6 +223,15 @@ class PromptCache:
 
     reused_tokens: int
     saved_tokens: int
+
+
+@dataclass(frozen=True)
+class LogitsHash:
+    """`logits_hash` (--print-logits-hash): the FNV-1a hash of the final logits' n float32
+    values, byte by byte as they lie in memory; equal hashes, the same logits bit for bit."""
+
+    n: int
+    fnv: int
 
 
 @dataclass(frozen=True)
@@ -404,6 +414,7 @@ class SmolprobeResult:
     text: str | None = None             # the generated text (--prompt/--chat), unescaped
     tokens: tuple[int, ...] | None = None
     logits: tuple[float, ...] | None = None
+    logits_hash: LogitsHash | None = None  # --print-logits-hash
     trace: list[TraceStep] = field(default_factory=list)
     fork: ForkPhase | None = None
     branches: list[Branch] = field(default_factory=list)
@@ -441,7 +452,7 @@ ONCE_LINES: dict[str, tuple[str, type]] = {
     "branches_phase": ("branches_phase", BranchesPhase), "bench": ("bench", Bench),
     "bench_detail": ("bench_detail", BenchDetail), "bench_q4_1": ("bench_q4_1", BenchQ41),
     "model": ("model", ModelInfo), "perplexity": ("perplexity", Perplexity),
-    "generated": ("generated", Generated),
+    "generated": ("generated", Generated), "logits_hash": ("logits_hash", LogitsHash),
 }
 # Lines printed any number of times, likewise: kind -> (list attribute, record type). A
 # record type with a `line` field also gets the whole line.
@@ -551,6 +562,8 @@ def _check_single(res: SmolprobeResult, complete: bool, text: str) -> None:
         gen = res.generated.tokens
     if res.tokens is not None and len(res.tokens) != gen:
         raise ParseError(f"tokens= lists {len(res.tokens)} ids, {gen} generated", text)
+    if res.logits_hash and res.model and res.logits_hash.n != res.model.vocab:
+        raise ParseError(f"logits_hash n={res.logits_hash.n} for vocab={res.model.vocab}", text)
     if res.prompt is not None and len(res.prompt) != res.request.prompt_tokens:
         raise ParseError(f"prompt tokens= lists {len(res.prompt)} ids, prompt_tokens="
                          f"{res.request.prompt_tokens}", text)

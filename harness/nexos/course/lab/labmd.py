@@ -68,7 +68,8 @@ a process shrinks or exits.""",
 TESTS = {"lazy": "lazytests", "cow": "cowtests", "mmap": "mmaptests", "swap": "swaptest"}
 FLAGS = {"lazy": "LAZY_ALLOC=1 COW_ALLOC=0", "cow": "LAZY_ALLOC=0 COW_ALLOC=1",
          "mmap": "LAZY_ALLOC=1 COW_ALLOC=0",
-         "swap": "LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE=128 SWAPSIZE=512"}  # swaptest's own sizes
+         "swap": (f"LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE={SWAP_CHECK_MEMSIZE} "
+                  f"SWAPSIZE={SWAP_PER_RAM * SWAP_CHECK_MEMSIZE}")}  # the swap check's sizes
 EXAMPLE = {"lazy": "sparse", "cow": "counts", "mmap": "shared",  # one test of each program
            "swap": "pattern"}
 # The other configuration a lab without a flag must work in too.
