@@ -42,6 +42,15 @@ llm_die_num(const char *a, long n, const char *b)
   exit(1);
 }
 
+uint
+llm_fnv1a(uint h, const void *p, uint64 n)
+{
+  const uchar *b = p;
+  for(uint64 i = 0; i < n; i++)
+    h = (h ^ b[i]) * 16777619U;
+  return h;
+}
+
 void *
 llm_malloc(uint64 n, const char *what)
 {

@@ -176,6 +176,12 @@ void llm_die_num(const char *a, long n, const char *b) __attribute__((noreturn))
 // malloc(n) or die naming what: out of memory is a message, never a fault.
 void *llm_malloc(uint64 n, const char *what);
 
+// FNV-1a (32-bit) of n bytes at p, continuing h (start with LLM_FNV_BASIS): the programs'
+// one-line fingerprints of raw bits (logits, K/V rows, an answer, the model file), so that
+// two runs are compared bit for bit without printing what they hash.
+#define LLM_FNV_BASIS 2166136261U
+uint llm_fnv1a(uint h, const void *p, uint64 n);
+
 // Load the checkpoint at path and point mo->w into it: a version 3 (prepared) file is
 // mapped (mo->mapped = 1) unless mo->no_mmap is set or the kernel will not map it; any
 // other is read into one heap buffer and prepared there. Dies with a clear message for a

@@ -21,15 +21,6 @@ struct cache_header {
   uint model_hash;        // FNV-1a of its first and last ID_BYTES
 };
 
-// FNV-1a of n bytes of p, continuing h.
-static uint
-fnv(uint h, const uchar *p, uint64 n)
-{
-  for(uint64 i = 0; i < n; i++)
-    h = (h ^ p[i]) * 16777619U;
-  return h;
-}
-
 // The model's identity in a cache file: its geometry, its size and a hash of the start of
 // the file (the header, the type table, the tokenizer) and of its end (the last weights).
 static void
@@ -41,7 +32,8 @@ model_id(const struct model *mo, struct cache_header *h)
   h->n_layers = mo->c.n_layers;
   h->kv_dim = mo->c.kv_dim;
   h->model_bytes = mo->file_bytes;
-  h->model_hash = fnv(fnv(2166136261U, mo->file, n), mo->file + mo->file_bytes - n, n);
+  uint first = llm_fnv1a(LLM_FNV_BASIS, mo->file, n);
+  h->model_hash = llm_fnv1a(first, mo->file + mo->file_bytes - n, n);
 }
 
 // Read exactly n bytes, or -1.

@@ -293,30 +293,17 @@ check_request(const struct config *c, struct options *o)
   o->tokens = all;
 }
 
-#define FNV1A_BASIS 2166136261U   // FNV-1a's start (its offset basis)
-
-// FNV-1a of n bytes at p, continuing h: the hashes below are of raw bits, so that two runs
-// are compared bit for bit in one line.
-static uint
-fnv1a(uint h, const void *p, uint64 n)
-{
-  const uchar *b = p;
-  for(uint64 i = 0; i < n; i++)
-    h = (h ^ b[i]) * 16777619U;
-  return h;
-}
-
 // --test-kv-hash (host test build): the FNV-1a hash of the K/V rows 0..rows-1 of every
 // layer, so that a test can hold two ways of feeding (--prefill-block) to the same rows.
 static void
 print_kv_hash(const struct config *c, const struct state *s, int rows)
 {
-  uint h = FNV1A_BASIS;
+  uint h = LLM_FNV_BASIS;
   uint64 bytes = (uint64)rows * c->kv_dim * sizeof(float);
   for(int l = 0; l < c->n_layers; l++){
     uint64 at = (uint64)l * s->seq_len * c->kv_dim;
-    h = fnv1a(h, s->key_cache + at, bytes);
-    h = fnv1a(h, s->value_cache + at, bytes);
+    h = llm_fnv1a(h, s->key_cache + at, bytes);
+    h = llm_fnv1a(h, s->value_cache + at, bytes);
   }
   printf("[smolprobe] test_kv_hash rows=%d fnv=%x\n", rows, h);
 }
@@ -328,7 +315,7 @@ static void
 print_logits_hash(const float *logits, int n)
 {
   printf("[smolprobe] logits_hash n=%d fnv=%u\n", n,
-         fnv1a(FNV1A_BASIS, logits, (uint64)n * sizeof(float)));
+         llm_fnv1a(LLM_FNV_BASIS, logits, (uint64)n * sizeof(float)));
 }
 
 // The harts the matvecs run on: --harts N, or every hart the kernel runs (memstat's ncpu);

@@ -67,10 +67,7 @@ generate(struct server *sv, const struct request *r, int from, char *fill, uint6
     if(more)
       sv->tok[n++] = sample(&sp, sv->s.logits);
   }
-  uint h = 2166136261U;
-  for(const uchar *b = (const uchar *)(sv->tok + P); b < (const uchar *)(sv->tok + n); b++)
-    h = (h ^ *b) * 16777619U;
-  *fnv = h;
+  *fnv = llm_fnv1a(LLM_FNV_BASIS, sv->tok + P, (uint64)(n - P) * sizeof(sv->tok[0]));
   return n - P;
 }
 
