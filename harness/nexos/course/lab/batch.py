@@ -178,8 +178,8 @@ def grade_one(batch: Batch, student: str, entry: Path, results: Path, jobs: int 
     try:
         prepared = prepare_tree(batch.pristine, entry, batch.names, work)
         record.update(copied=list(prepared.copied), missing=list(prepared.missing))
-        outcome = grade_tree(prepared.tree, batch.spec, batch.python,
-                             batch.timeout - (time.monotonic() - t0), work / "grade", jobs)
+        outcome = grade_tree(prepared.tree, batch.spec, batch.python, batch.timeout,
+                             work / "grade", jobs, started=t0)
         log = work / "grade" / "grade.log"
         if log.is_file():
             shutil.copyfile(log, results / f"{student}.log")

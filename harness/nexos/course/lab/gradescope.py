@@ -235,9 +235,8 @@ def run(root: Path) -> dict[str, Any]:
             outcome = failed_outcome(m.spec, "unreadable", str(e), time.monotonic() - t0)
             data = results_json(outcome, summary_text(m, outcome, None))
         else:
-            outcome = grade_tree(prepared.tree, m.spec, sys.executable,
-                                 m.timeout - (time.monotonic() - t0), work / "grade",
-                                 host_cores())
+            outcome = grade_tree(prepared.tree, m.spec, sys.executable, m.timeout,
+                                 work / "grade", host_cores(), started=t0)
             data = results_json(outcome, summary_text(m, outcome, prepared))
             shutil.rmtree(prepared.tree, ignore_errors=True)
     except Exception as e:  # the autograder must leave a result whatever happened

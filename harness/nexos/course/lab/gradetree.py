@@ -161,10 +161,11 @@ def not_graded(spec: GradeSpec, results: list[CheckResult], why: str, evidence: 
 
 
 def grade_tree(tree: Path, spec: GradeSpec, python: str, timeout: float, out: Path,
-               jobs: int = 1) -> Outcome:
-    """Grade tree (prepared by submission.prepare_tree) within `timeout` seconds in all,
-    `jobs` configurations at a time."""
-    t0 = time.monotonic()
+               jobs: int = 1, started: float | None = None) -> Outcome:
+    """Grade tree (prepared by submission.prepare_tree) within `timeout` seconds in all
+    from `started` (time.monotonic(), when the submission's grading began, e.g. before its
+    tree was prepared; now by default), `jobs` configurations at a time."""
+    t0 = time.monotonic() if started is None else started
     out.mkdir(parents=True, exist_ok=True)
     log = out / "grade.log"
     log.unlink(missing_ok=True)
