@@ -112,9 +112,11 @@ def test_an_unmarked_test_that_starts_qemu_fails(tmp_path: Path):
     probe = tmp_path / "test_probe.py"
     probe.write_text(GUARD_PROBE)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"), COLUMNS="300")
+    # its own --basetemp: a second pytest in the shared /tmp/pytest-of-<user>/ would prune
+    # the older runs' numbered folders there (tens of seconds where earlier runs left some)
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:xdist",
                         "-p", "no:cacheprovider", "-p", "conftest", "--rootdir", str(tmp_path),
-                        str(probe)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                        "--basetemp", str(tmp_path / "basetemp"), str(probe)], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=120, stdin=subprocess.DEVNULL)
     out = p.stdout + p.stderr
     assert p.returncode == 1, out
