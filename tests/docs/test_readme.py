@@ -116,8 +116,9 @@ def test_an_unmarked_test_that_starts_qemu_fails(tmp_path: Path):
     # the older runs' numbered folders there (tens of seconds where earlier runs left some)
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:xdist",
                         "-p", "no:cacheprovider", "-p", "conftest", "--rootdir", str(tmp_path),
-                        "--basetemp", str(tmp_path / "basetemp"), str(probe)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=120, stdin=subprocess.DEVNULL)
+                        "--basetemp", str(tmp_path / "basetemp"), str(probe)],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
     out = p.stdout + p.stderr
     assert p.returncode == 1, out
     assert re.search(r"^ERROR .*test_unmarked_starts_qemu - Failed: " + QEMU_GUARD
