@@ -112,8 +112,9 @@ def test_an_unmarked_test_that_starts_qemu_fails(tmp_path: Path):
     probe = tmp_path / "test_probe.py"
     probe.write_text(GUARD_PROBE)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"), COLUMNS="300")
-    # its own --basetemp: a second pytest in the shared /tmp/pytest-of-<user>/ would prune
-    # the older runs' numbered folders there (tens of seconds where earlier runs left some)
+    # its own --basetemp, inside this test's tmp_path: a second pytest in pytest's shared
+    # temporary root would prune the older runs' numbered folders there (tens of seconds
+    # where earlier runs left some)
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:xdist",
                         "-p", "no:cacheprovider", "-p", "conftest", "--rootdir", str(tmp_path),
                         "--basetemp", str(tmp_path / "basetemp"), str(probe)],
