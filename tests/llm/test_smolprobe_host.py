@@ -109,7 +109,7 @@ def test_final_logits_match_reference(host_bin, ckpts, name):
 
 
 def fnv1a(data: bytes) -> int:
-    """32-bit FNV-1a, byte by byte (smolprobe's fnv1a, user/smolprobe/main.c)."""
+    """32-bit FNV-1a, byte by byte (the model library's llm_fnv1a, user/llm/llm.c)."""
     h = 2166136261
     for b in data:
         h = (h ^ b) * 16777619 & 0xFFFFFFFF
