@@ -194,7 +194,7 @@ for line in sys.stdin:
         say("no newline at the end")
     elif cmd.startswith("echo "):
         say(cmd[5:] + "\n")
-    elif cmd == "usertests":
+    elif cmd == "usertests -q":
         say("test a: OK\nALL TESTS PASSED\n")
     elif cmd == "lazytests":
         say("test lazy: FAILED\nSOME TESTS FAILED\n")

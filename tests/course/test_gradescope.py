@@ -30,7 +30,7 @@ SCHEMA = json.loads((REPO / "tests/data/gradescope-results.schema.json").read_te
 HIDDEN = REPO / "tests/data/hidden"
 CFG = "lazy1-cow0"
 # The fewest checks of the lazy lab's plan in one configuration that show both kinds:
-# usertests and lazytests are lab checks there, cowtests a non-lab check.
+# lazytests is a lab check there, usertests (its quick subset) and cowtests non-lab checks.
 CHECKS = "usertests,lazytests,cowtests"
 POINTS = {"usertests": 20, "lazytests": 15, "cowtests": 15, "bigsbrk": 10}
 ALWAYS_PASSES = ('#include "kernel/types.h"\n#include "user/user.h"\n'
@@ -140,10 +140,11 @@ def zip_tree(tree: Path, dest: Path) -> None:
 def assert_scores_like_the_starter(data: dict[str, Any]) -> None:
     tests = by_name(data)
     assert set(tests) == set(POINTS), data["tests"]
-    want = {"usertests": "failed", "lazytests": "failed", "cowtests": "passed",
+    want = {"usertests": "passed", "lazytests": "failed", "cowtests": "passed",
             "bigsbrk": "failed"}
     assert {n: t["status"] for n, t in tests.items()} == want, data["output"]
-    assert data["score"] == POINTS["cowtests"] == sum(t["score"] for t in data["tests"])
+    assert data["score"] == POINTS["usertests"] + POINTS["cowtests"] == sum(
+        t["score"] for t in data["tests"])
     assert {t["max_score"] for t in data["tests"]} == set(POINTS.values())
     assert "test sparse: FAILED" in tests["lazytests"]["output"]  # the evidence
     assert "bigsbrk: FAILED sbrk" in tests["bigsbrk"]["output"]

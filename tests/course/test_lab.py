@@ -234,8 +234,8 @@ def test_lab_plan():
             assert set(lab_checks(lab_, cfg)) <= set(names)
             assert set(DEFAULT_CHECK_NAMES) <= set(names)
     assert dict((c.name, n) for c, n in mechanism_plan("lazy")) == {
-        "lazy1-cow0": ["usertests", "lazytests", "smolprobe-verdict"],
-        "lazy1-cow1": ["usertests", "lazytests", "smolprobe-verdict"]}
+        "lazy1-cow0": ["lazytests", "smolprobe-verdict"],
+        "lazy1-cow1": ["lazytests", "smolprobe-verdict"]}
     assert dict((c.name, n) for c, n in mechanism_plan("cow")) == {
         "lazy0-cow1": ["cowtests", "smolprobe-parallel"],
         "lazy1-cow1": ["cowtests", "smolprobe-parallel"]}
@@ -245,7 +245,7 @@ def test_lab_plan():
     # swap has no flag either: swaptest (booted with its own swap disk) in every configuration
     assert mechanism_plan("swap") == [(cfg, ["swaptest"]) for cfg in matrix()]
     assert dict(nonlab_plan("swap"))[EAGER] == list(DEFAULT_CHECK_NAMES)
-    assert lab_checks("all", BOTH) == ["usertests", "lazytests", "cowtests", "mmaptests",
+    assert lab_checks("all", BOTH) == ["lazytests", "cowtests", "mmaptests",
                                        "swaptest", "smolprobe-verdict", "smolprobe-parallel"]
     assert lab_checks("all", EAGER) == ["mmaptests", "swaptest"]
     assert dict(nonlab_plan("all"))[EAGER] == list(DEFAULT_CHECK_NAMES)

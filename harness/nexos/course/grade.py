@@ -193,7 +193,10 @@ def default_checks(req: ProbeRequest | None = None, scale: float = 1.0) -> list[
     impossible = ProbeRequest(req.prompt_tokens, 1_000_000)
     par = ProbeRequest(req.prompt_tokens, req.gen_len, samples=4)
     return [
-        CheckSpec("usertests", 20, False, "usertests", 1800 * scale, judge_test_program),
+        # the quick subset, as MIT's lab graders run it: the slow tests (pipebig, bigfile,
+        # manyfiles, sbrkfork, forkfill, oom) are a kernel's, not a lab's, and the suite runs
+        # them in every configuration (docs/testing.md); lazytests has its own lazyoom
+        CheckSpec("usertests", 20, False, "usertests -q", 600 * scale, judge_test_program),
         CheckSpec("lazytests", 15, False, "lazytests", 600 * scale, judge_test_program),
         CheckSpec("cowtests", 15, False, "cowtests", 600 * scale, judge_test_program),
         CheckSpec("mmaptests", 15, False, "mmaptests", 600 * scale, judge_test_program),
@@ -216,7 +219,7 @@ OPT_IN_CHECK_NAMES = ("mmaptests", "swaptest", "smolprobe-parallel")
 DEFAULT_CHECK_NAMES = tuple(n for n in CHECK_NAMES if n not in OPT_IN_CHECK_NAMES)
 # The checks that run a test program by its own name: a hidden program of that name replaces
 # the built-in program on the image (make's EXTRA_UPROGS rule), and so its check too.
-PROGRAM_CHECK_NAMES = tuple(c.name for c in default_checks() if c.command == c.name)
+PROGRAM_CHECK_NAMES = tuple(c.name for c in default_checks() if c.command.split()[0] == c.name)
 HIDDEN_POINTS = 10
 
 # What grading runs: each configuration with its checks, in order.

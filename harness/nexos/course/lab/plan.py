@@ -21,19 +21,18 @@ LAB_CHOICES: dict[str, tuple[str, ...]] = {"lazy": ("lazy",), "cow": ("cow",),
                                             "all": LABS}
 
 # The checks that exercise a lab's mechanism in a kernel with its flag on, and why:
-#   lazy  usertests          the full run's `oom` wants a child that touches more memory
-#                            than is free killed; an eager sbrk refuses it instead
-#         lazytests          exact lazy page and fault counts (docs/testing.md)
+#   lazy  lazytests          exact lazy page and fault counts (docs/testing.md)
 #         smolprobe-verdict  LAZY_STYLE: the KV reservation maps nothing
 #   cow   cowtests           exact share/copy/reuse counts (docs/testing.md)
 #         smolprobe-parallel the branches of --samples 4 copy fewer pages than an eager fork
 #   mmap  mmaptests          the stubbed mmap returns -1, so every one of its tests fails
 #   swap  swaptest           it boots with a swap disk (grade.py's check_swapsize); with no
 #                            free slot reclaim pages nothing out, so no test gets more than RAM
-# Everything else (smolprobe-numbers and -errors, cowtests under the lazy lab, ...) passes on
+# Everything else (usertests -q, smolprobe-numbers and -errors, cowtests under the lazy
+# lab, ...) passes on
 # an eager kernel as well, so it cannot tell a starter tree from the solution.
 MECHANISM: dict[str, tuple[str, ...]] = {
-    "lazy": ("usertests", "lazytests", "smolprobe-verdict"),
+    "lazy": ("lazytests", "smolprobe-verdict"),
     "cow": ("cowtests", "smolprobe-parallel"),
     "mmap": ("mmaptests",),
     "swap": ("swaptest",),
