@@ -3,7 +3,7 @@
 
 The workloads are `nexos serve --swap`'s (nexos.programs.serve.PRESSURE_WORKLOADS): each asks the
 same memory, its requests' reservations adding up to about 2.5x the free pages of a 208 MiB
-guest (24 requests of 256 slots, 6 of 1024, 3 of 2048), and every first attempt fills its
+guest (12 requests of 512 slots, 6 of 1024, 3 of 2048), and every first attempt fills its
 reservation once its prompt is fed (--test-fill 1), all admitted at once (--overcommit 1).
 Each runs on a fresh boot of lazy1-cow1 without swap and with a 512 MiB swap disk. Prints,
 side by side, completed requests, recomputes, positions fed again, pages swapped out and

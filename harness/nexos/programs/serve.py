@@ -206,7 +206,7 @@ def run_serves(open_shell: OpenShell, configs: Sequence[tuple[int, int]], cpus: 
 # pages) holds the prepared model's 24474 pages and the harts' arena with some 2000 to
 # spare (192 MiB would leave about 100 beside the model). The table is the one 256 MiB
 # and twice the requests gave, in a quarter of the time.
-PRESSURE_WORKLOADS = (("short", 24, 256), ("medium", 6, 1024), ("long", 3, 2048))
+PRESSURE_WORKLOADS = (("short", 12, 512), ("medium", 6, 1024), ("long", 3, 2048))
 PRESSURE_MEMSIZE = 208
 # Admit past what fits, and make every first attempt fill its reservation once its prompt is
 # fed, as a long answer would: without it answers of a few tokens never meet the memory they
