@@ -29,8 +29,8 @@ LAB_CHOICES: dict[str, tuple[str, ...]] = {"lazy": ("lazy",), "cow": ("cow",),
 #   swap  swaptest           it boots with a swap disk (grade.py's check_swapsize); with no
 #                            free slot reclaim pages nothing out, so no test gets more than RAM
 # Everything else (usertests -q, smolprobe-numbers and -errors, cowtests under the lazy
-# lab, ...) passes on
-# an eager kernel as well, so it cannot tell a starter tree from the solution.
+# lab, ...) passes on an eager kernel as well, so it cannot tell a starter tree from the
+# solution.
 MECHANISM: dict[str, tuple[str, ...]] = {
     "lazy": ("lazytests", "smolprobe-verdict"),
     "cow": ("cowtests", "smolprobe-parallel"),
