@@ -59,9 +59,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.qemu)
         if item.get_closest_marker("qemu") is None:
             item.add_marker(pytest.mark.quick)   # the quick tier: everything that boots nothing
-    # the tests marked `long` (minutes each) first, so that the two workers of -n 2 are not
-    # left with one of them at the end while the other idles
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+    # the tests marked `long` (minutes each) first and the quick tier (seconds each) last,
+    # so that the two workers of -n 2 are not left with one of them at the end while the
+    # other idles: the short tests fill the gaps
+    items.sort(key=lambda item: (item.get_closest_marker("long") is None,
+                                 item.get_closest_marker("quick") is not None))
 
 
 @pytest.fixture(scope="session")

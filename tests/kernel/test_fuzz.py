@@ -284,9 +284,9 @@ def test_swap_and_the_hog_are_clean(build_kernel, repo, lazy, cow):
     the calls they make beside the 500 MiB hog of the default RAM."""
     build_kernel(BuildConfig(lazy, cow, HOG_MEMSIZE))
     cfg = BuildConfig(lazy, cow, HOG_MEMSIZE, cpus=2, swapsize=SMALL_SWAPSIZE)
-    rec = run_fuzz(cfg, repo, 15, seed=2, procs=4)
+    rec = run_fuzz(cfg, repo, 6, seed=2, procs=4)
     assert not rec.failed, f"{rec.problem}\n{rec.evidence[-2000:]}\nrepro: {rec.repro}"
-    assert rec.command == "fuzz --seed 2 --procs 4 --seconds 15 --hog"
+    assert rec.command == "fuzz --seed 2 --procs 4 --seconds 6 --hog"
     s = rec.result.summary if rec.result else None
     assert s is not None and s.calls > 0 and s.swap_outs > 0, rec.result
     assert (s.leaked_pages, s.leaked_cache, s.failures, s.faults_killed) == (0, 0, 0, 0)

@@ -413,7 +413,7 @@ def test_copies_survive_a_pageout_after_their_fault(repo, lazy, cow):
     d = repo / "build" / f"{cfg.name}-kdebug-pageout"
     with QemuSession(d / "kernel", d / "fs.img", cfg, swap_dir=repo / "build",
                      lifetime=600) as s:
-        fuzz = s.run("fuzz --seed 1 --procs 2 --seconds 10", timeout=120).output
+        fuzz = s.run("fuzz --seed 1 --procs 2 --seconds 3", timeout=120).output
         evicted = re.search(r"fuzz: done .* swap_outs=(\d+) swap_ins=(\d+)", fuzz)
         assert evicted and int(evicted[1]) > 0, f"no page was paged out:\n{fuzz[-2000:]}"
         for cmd, out in (("fuzz", fuzz), ("usertests", s.run("usertests", timeout=300).output)):
