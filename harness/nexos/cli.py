@@ -4,6 +4,8 @@ error one line (clikit.NexosGroup). It only wires the other modules together."""
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from nexos.clikit import NexosGroup
@@ -12,17 +14,30 @@ from nexos.course.lab.cli import lab
 from nexos.machine.cli import build, run
 from nexos.machine.doctor import doctor
 from nexos.machine.fuzz import fuzz
-from nexos.model.cli import model
 from nexos.programs.cli import chat, compare, plot, probe, serve
 
+# Commands imported only when they run (or --help lists them): `nexos model` brings numpy
+# and gguf, half of every other command's start-up time.
+LAZY_COMMANDS = {"model": "nexos.model.cli"}
 
-@click.group(cls=NexosGroup, context_settings={"help_option_names": ["-h", "--help"]})
+
+class NexosCli(NexosGroup):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in LAZY_COMMANDS and name not in self.commands:
+            self.add_command(getattr(importlib.import_module(LAZY_COMMANDS[name]), name))
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=NexosCli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="nexos")
 def cli() -> None:
     """Build, boot, probe, compare and grade the NexOS teaching kernel."""
 
 
-for command in (build, run, probe, chat, compare, grade, plot, serve, fuzz, model, lab, doctor):
+for command in (build, run, probe, chat, compare, grade, plot, serve, fuzz, lab, doctor):
     cli.add_command(command)
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from nexos.machine.limits import PAGE_SIZE as PAGE
 from nexos.machine.limits import SMOLPROBE_SEQ_LEN
-from nexos.model.format import read_header
 
 FLOAT_BYTES = 4
 
@@ -43,6 +42,8 @@ class KvShape:
     def from_checkpoint(cls, path: Path, seq_len: int = SMOLPROBE_SEQ_LEN) -> KvShape:
         """Read the dimensions from a NexOS checkpoint header (docs/checkpoint.md); raises
         nexos.model.CheckpointError for a file that is not one."""
+        from nexos.model.format import read_header  # numpy: not on every command's path
+
         cfg = read_header(path)
         return cls(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, seq_len)
 
