@@ -20,6 +20,11 @@ from nexos.programs.kvcache import KvShape, active_pages_est, max_kv_pages
 
 DEFAULT_PROMPT = (1, 2, 3)
 DEFAULT_GEN = 10
+# Tokens each branch of --samples generates where only its copies are counted (the grade's
+# parallel check, plot's branches figure): a branch makes all its copies at its first
+# writes (the half-filled last KV page of each region, the state it writes), so two tokens
+# count what forty would (docs/harness.md, "nexos plot").
+BRANCH_GEN_LEN = 2
 TEXT_GEN = SMOLPROBE_TEXT_GEN  # smolprobe's --gen-len for --prompt/--chat when none is given
 TEXT_FLAGS = ("--prompt", "--chat")
 

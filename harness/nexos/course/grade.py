@@ -26,7 +26,7 @@ from nexos.parse import (
     parse_test_verdict,
 )
 from nexos.programs.kvcache import expected_verdict, saved_percent
-from nexos.records import CheckResult, ProbeRequest
+from nexos.records import BRANCH_GEN_LEN, CheckResult, ProbeRequest
 
 
 @dataclass(frozen=True)
@@ -191,9 +191,7 @@ def default_checks(req: ProbeRequest | None = None, scale: float = 1.0) -> list[
     """The grading checks, in the order they run."""
     req = req or ProbeRequest()
     impossible = ProbeRequest(req.prompt_tokens, 1_000_000)
-    # a branch makes all its copies at its first writes (the half-filled KV page of each
-    # region, the state it writes), so two tokens a branch count what ten would
-    par = ProbeRequest(req.prompt_tokens, min(req.gen_len, 2), samples=4)
+    par = ProbeRequest(req.prompt_tokens, BRANCH_GEN_LEN, samples=4)
     return [
         # the quick subset, as MIT's lab graders run it: the slow tests (pipebig, bigfile,
         # manyfiles, sbrkfork, forkfill, oom) are a kernel's, not a lab's, and the suite runs

@@ -62,7 +62,7 @@ from nexos.programs.tables import (
     swap_json,
     swap_table,
 )
-from nexos.records import TEXT_GEN, ProbeRequest
+from nexos.records import BRANCH_GEN_LEN, TEXT_GEN, ProbeRequest
 
 
 @contextmanager
@@ -223,7 +223,8 @@ def int_list(text: str, what: str, most: int | None = None) -> tuple[int, ...]:
 @click.option("--branches", default="1,2,4", show_default=True,
               help=f"--samples values (1..{SMOLPROBE_MAX_SAMPLES}) for the branches figure "
                    "('' skips it).")
-@click.option("--branch-gen-len", type=click.IntRange(1), default=8, show_default=True,
+@click.option("--branch-gen-len", type=click.IntRange(1), default=BRANCH_GEN_LEN,
+              show_default=True,
               help="Tokens each branch generates for the branches figure (a branch makes "
                    "all its copies at its first writes).")
 @click.option("--serve", "serve_flags", default="--requests 8 --max-len 256 --long-len 4",

@@ -23,6 +23,7 @@ from nexos.parse import TraceStep  # noqa: E402
 from nexos.programs.compare import Probe, ProbeRun  # noqa: E402
 from nexos.programs.serve import concurrency  # noqa: E402
 from nexos.records import (
+    BRANCH_GEN_LEN,  # noqa: E402
     ProbeRequest,  # noqa: E402
     ServeRecord,  # noqa: E402
 )
@@ -101,15 +102,14 @@ class PlotPlan:
     and lazy), the saved fraction at each of `seq_lens` (lazy; none: no figure), and the
     pages copied for each of `branches` --samples values (COW on and off; none: no figure),
     each branch generating `branch_gen_len` tokens. A branch makes all its copies at its
-    first writes (the half-filled KV page of each region, the state it writes), so a few
-    tokens measure what forty would: the count is the same."""
+    first writes (records.BRANCH_GEN_LEN), so a few tokens measure what forty would."""
 
     prompt: tuple[int, ...]
     gen_len: int
     seq_lens: tuple[int, ...]
     branches: tuple[int, ...]
     serve_args: tuple[str, ...] = ()   # smolserve's flags for the serving figure (): none
-    branch_gen_len: int = 8
+    branch_gen_len: int = BRANCH_GEN_LEN
 
     def serve_configs(self) -> list[tuple[int, int]]:
         """(lazy, cow) of the smolserve runs of the serving figure: all four, eager first."""
