@@ -130,29 +130,37 @@ def host_programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def build_kernel():
+def build_kernel(tmp_path_factory: pytest.TempPathFactory):
     """build_kernel(config, llm=False) -> build dir; runs make once per build folder (and
-    llm) per session and worker: harts and swap are chosen at boot, and an LLM build has
-    the plain images too. So a worker waits for another's lock on a folder (held while a
-    README command runs make there itself) only the first time it needs the folder. A
-    missing toolchain or a failed build fails the test with the reason."""
+    llm) per session, for both pytest-xdist workers: harts and swap are chosen at boot, and
+    an LLM build has the plain images too. A folder that either worker has built (a mark
+    in the session's shared folder: the sources do not change during a run) needs no make
+    and no lock, so a worker does not wait out another's lock on it (held while a README
+    command runs make there itself, finding everything up to date). A missing toolchain
+    or a failed build fails the test with the reason."""
     done: dict[tuple[str, bool], Path] = {}
+    marks = shared_dir(tmp_path_factory) / "built"
+
+    def mark(name: str, llm: bool) -> Path:
+        return marks / f"{name}{'-llm' if llm else ''}"
 
     def build(config: BuildConfig, llm: bool = False) -> Path:
-        if (config.name, True) in done:
-            return done[(config.name, True)]
+        for key in ((config.name, True), (config.name, llm)):  # LLM: the plain images too
+            if key in done or mark(*key).is_file():
+                return done.setdefault(key, config.build_dir(REPO))
         key = (config.name, llm)
-        if key not in done:
-            try:
-                find_toolchain()
-            except ToolchainError as e:
-                pytest.fail(f"cannot build the kernel for this test: {e}", pytrace=False)
-            if not (REPO / "Makefile").is_file():
-                pytest.fail("no Makefile in the checkout; cannot build the kernel", pytrace=False)
-            res = locked_build(config, llm)
-            if not res.ok:
-                pytest.fail(f"make for {config.name} failed:\n{res.excerpt}", pytrace=False)
-            done[key] = res.build_dir
+        try:
+            find_toolchain()
+        except ToolchainError as e:
+            pytest.fail(f"cannot build the kernel for this test: {e}", pytrace=False)
+        if not (REPO / "Makefile").is_file():
+            pytest.fail("no Makefile in the checkout; cannot build the kernel", pytrace=False)
+        res = locked_build(config, llm)
+        if not res.ok:
+            pytest.fail(f"make for {config.name} failed:\n{res.excerpt}", pytrace=False)
+        done[key] = res.build_dir
+        marks.mkdir(parents=True, exist_ok=True)
+        mark(*key).touch()
         return done[key]
 
     return build

@@ -1,6 +1,6 @@
 """`nexos grade --jobs N` (docs/harness.md, "Grading"): N configurations are graded at once,
 each in its own sessions, and the results still come back in the plan's order (sessions
-faked: each run waits until another configuration's run has started, or a second)."""
+faked: each run waits until another configuration's run has started, or 0.3 s)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class OverlapSession:
         if others:
             OverlapSession.started.set()
         else:  # give another configuration a moment to start beside this one
-            OverlapSession.started.wait(1.0)
+            OverlapSession.started.wait(0.3)
         with self.lock:
             self.running.discard(self.config)
         return CommandResult(cmd, "test x: OK\nALL TESTS PASSED\n", 0.0)
