@@ -22,6 +22,8 @@ LAZY_COMMANDS = {"model": "nexos.model.cli"}
 
 
 class NexosCli(NexosGroup):
+    """NexosGroup with the LAZY_COMMANDS listed among the others, each added when asked for."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
 
