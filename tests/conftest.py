@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from nexos.course.grade import small_check_config
 from nexos.machine.config import BuildConfig
 from nexos.machine.toolchain import ToolchainError, find_toolchain
 from support import (
@@ -229,7 +230,8 @@ def fake_qemu(tmp_path: Path) -> dict[str, Path | str]:
     """A stand-in for qemu-system-riscv64 speaking the console protocol (boot line, prompt,
     echo), with commands `crash` (panic), `hang`, `noeol`, `echo X`, `tests`, usertests
     (pass), lazytests (fail), cowtests (panic), and the default smolprobe run (seed output).
-    Also a fake checkout (`repo`) whose build/lazy1-cow1 holds a kernel and both images."""
+    Also a fake checkout (`repo`) whose build/lazy1-cow1 holds a kernel and both images,
+    and so does build/lazy1-cow1-mem64, the small checks' machine (grade.py)."""
     script = tmp_path / "fake-qemu"
     script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(FAKE_QEMU))
     os.chmod(script, 0o755)
@@ -238,10 +240,11 @@ def fake_qemu(tmp_path: Path) -> dict[str, Path | str]:
     kernel.write_bytes(b"\0")
     image.write_bytes(b"\0" * 1024)
     fake_repo = tmp_path / "repo"
-    bd = fake_repo / "build" / "lazy1-cow1"
-    bd.mkdir(parents=True)
+    for folder in ("lazy1-cow1", small_check_config(BuildConfig(1, 1)).name):
+        bd = fake_repo / "build" / folder
+        bd.mkdir(parents=True)
+        for name in ("kernel", "fs.img", "fs-llm.img"):
+            (bd / name).write_bytes(b"\0")
     (fake_repo / "kernel").mkdir()
     (fake_repo / "user").mkdir()
-    for name in ("kernel", "fs.img", "fs-llm.img"):
-        (bd / name).write_bytes(b"\0")
     return {"qemu": str(script), "kernel": kernel, "image": image, "repo": fake_repo}

@@ -24,7 +24,7 @@ import numpy as np
 import pexpect
 import pytest
 
-from nexos.course.grade import SWAP_CHECK_MEMSIZE, check_swapsize
+from nexos.course.grade import SMALL_CHECK_MEMSIZE, check_swapsize
 from nexos.machine.build import BuildResult, build_one, prebuild_shared
 from nexos.machine.config import BuildConfig
 from nexos.model.tokenizer import find_smollm2_gguf, smollm2_missing
@@ -49,7 +49,7 @@ BY_DESIGN = "by design: "
 # disk (MiB), so that they and the swap lab's grade share one build. The test programs size
 # their memory-filling tests from memstat, so they prove the same at a fraction of the
 # pages (docs/testing.md, "Keeping it fast").
-SMALL_MEMSIZE = SWAP_CHECK_MEMSIZE
+SMALL_MEMSIZE = SMALL_CHECK_MEMSIZE
 SMALL_SWAPSIZE = check_swapsize(BuildConfig(1, 1, memsize=SMALL_MEMSIZE))
 
 

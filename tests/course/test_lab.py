@@ -22,11 +22,13 @@ from nexos.course.grade import (
     CHECK_NAMES,
     DEFAULT_CHECK_NAMES,
     OPT_IN_CHECK_NAMES,
-    SWAP_CHECK_MEMSIZE,
+    SMALL_CHECK_MEMSIZE,
     check_swapsize,
+    default_checks,
     grade_config,
     hidden_checks,
     select_checks,
+    small_check_config,
     swap_check_config,
     with_hidden,
 )
@@ -282,8 +284,6 @@ def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatc
     assert replaced.swap and replaced.points == 10
     monkeypatch.setenv("NEXOS_QEMU", fake_qemu["qemu"])
     cfg = BuildConfig(1, 1)
-    small = fake_qemu["repo"] / "build" / swap_check_config(cfg).name  # the swap machine's
-    shutil.copytree(fake_qemu["repo"] / "build" / cfg.name, small)
     logs = tmp_path / "logs"
     logs.mkdir()
     results = grade_config(fake_qemu["repo"], cfg, select_checks(["usertests", "swaptest"]),
@@ -295,6 +295,38 @@ def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatc
     assert " swap=" not in (logs / "lazy1-cow1.log").read_text()
     assert not list((fake_qemu["repo"] / "build").glob("nexos-swap-*"))  # the disk is gone
 
+
+
+def test_the_checks_that_fill_ram_boot_the_smallest_machine(fake_qemu, tmp_path, monkeypatch):
+    """lazytests and cowtests fault in every free page, one at a time: they boot a machine
+    of their own, the configuration's flags and disks with at most 64 MiB of RAM, and so
+    does a course's own lazytests.c that replaces the built-in; usertests keeps the
+    configuration's boot. On the fake QEMU, whose boot line reports the RAM it got."""
+    assert [c.name for c in default_checks() if c.small] == ["lazytests", "cowtests"]
+    assert [small_check_config(BuildConfig(1, 0, memsize=m, swapsize=s)) for m, s in
+            [(512, 0), (2048, 512), (64, 0)]] == [
+        BuildConfig(1, 0, memsize=64), BuildConfig(1, 0, memsize=64, swapsize=512),
+        BuildConfig(1, 0, memsize=64)]
+    hidden_src = tmp_path / "lazytests.c"
+    hidden_src.write_text("int main(void) { return 0; }\n")
+    _, hidden = hidden_checks([str(hidden_src)])
+    (replaced,) = with_hidden([], hidden)
+    assert replaced.small and not replaced.swap
+    monkeypatch.setenv("NEXOS_QEMU", fake_qemu["qemu"])
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    results = grade_config(fake_qemu["repo"], BuildConfig(1, 1),
+                           select_checks(["usertests", "lazytests", "cowtests"]),
+                           transcript_dir=logs)
+    # the fake's lazytests fails and its cowtests panics
+    assert [(r.name, r.passed) for r in results] == [
+        ("usertests", True), ("lazytests", False), ("cowtests", False)]
+    assert "panic" in results[2].message
+    assert sorted(f.name for f in logs.iterdir()) == ["lazy1-cow1-mem64.log", "lazy1-cow1.log"]
+    small, own = ((logs / f).read_text() for f in ("lazy1-cow1-mem64.log", "lazy1-cow1.log"))
+    assert "mem=64M" in small and "mem=512M" not in small
+    assert "lazytests" in small and "cowtests" in small
+    assert "mem=512M" in own and "lazytests" not in own
 
 # ------------------------------------------------------------------ real starter trees (QEMU)
 
@@ -454,8 +486,8 @@ def test_eager_starter_is_a_working_kernel(starters):
         assert passed(out), f"{cmd}:\n{out[-3000:]}"
 
 
-SWAP_STARTER = BuildConfig(1, 1, memsize=SWAP_CHECK_MEMSIZE,
-                           swapsize=check_swapsize(BuildConfig(1, 1, memsize=SWAP_CHECK_MEMSIZE)))
+SWAP_STARTER = BuildConfig(1, 1, memsize=SMALL_CHECK_MEMSIZE,
+                           swapsize=check_swapsize(BuildConfig(1, 1, memsize=SMALL_CHECK_MEMSIZE)))
 # lab -> (configuration, commands that must fail with these lines, commands that must pass)
 MECHANISM_GONE = {
     "lazy": (LAZY, {"lazytests": ["test sparse: FAILED", "test sysbuf: FAILED"]},
@@ -499,8 +531,8 @@ def test_starter_lacks_the_mechanism(starters, lab_):
 
 # The swap lab's check as the grade runs it (its own machine: 64 MiB, a disk of 4x RAM),
 # in both policies.
-SWAP_LAB_CONFIGS = [BuildConfig(0, 0, memsize=SWAP_CHECK_MEMSIZE),
-                    BuildConfig(1, 1, memsize=SWAP_CHECK_MEMSIZE)]
+SWAP_LAB_CONFIGS = [BuildConfig(0, 0, memsize=SMALL_CHECK_MEMSIZE),
+                    BuildConfig(1, 1, memsize=SMALL_CHECK_MEMSIZE)]
 
 
 @pytest.mark.qemu

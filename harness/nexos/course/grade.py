@@ -37,16 +37,20 @@ class CheckSpec:
     command: str
     timeout: float
     judge: Callable[[BuildConfig, str], tuple[bool, str]]  # (config, output) -> (ok, message)
-    swap: bool = False  # boots the machine swap_check_config(config) gives
+    small: bool = False  # boots the machine small_check_config(config) gives
+    swap: bool = False   # boots the machine swap_check_config(config) gives (small, and a disk)
 
 
 # The swap disk of a check that needs swap: SWAP_PER_RAM times the RAM, so that swaptest's
 # tests get their full sizes (2x RAM in one heap, a copying fork of 1.5x RAM; docs/testing.md).
 SWAP_PER_RAM = 4
-# The RAM a swap check boots with, at most: swap's subject is moving pages between RAM and
-# the disk, which the smallest machine (64 MiB) shows as well as 2 GiB, and swaptest fills
-# RAM several times over (about 25 s at 64 MiB, 50 s at 128, minutes at 512).
-SWAP_CHECK_MEMSIZE = MIN_MEMSIZE
+# The RAM a small check (and a swap check) boots with, at most. Those checks fill RAM: lazytests'
+# lazyoom and cowtests' fills fault in every free page, one at a time (about 5.5 s at 512 MiB
+# in a lazy kernel, under 1 s at 64), and swaptest fills it several times over (about 25 s at
+# 64 MiB, 50 s at 128, minutes at 512). What they prove (every page counted, out of memory
+# met without a panic, pages moved between RAM and the disk) the smallest machine shows as
+# well as 2 GiB.
+SMALL_CHECK_MEMSIZE = MIN_MEMSIZE
 
 
 def check_swapsize(cfg: BuildConfig) -> int:
@@ -55,11 +59,24 @@ def check_swapsize(cfg: BuildConfig) -> int:
     return max(cfg.swapsize, min(SWAP_PER_RAM * cfg.memsize, MAX_SWAPSIZE))
 
 
+def small_check_config(cfg: BuildConfig) -> BuildConfig:
+    """The machine a small check of cfg boots, a build of its own when the RAM differs:
+    cfg's flags and disks, at most SMALL_CHECK_MEMSIZE of RAM."""
+    return replace(cfg, memsize=min(cfg.memsize, SMALL_CHECK_MEMSIZE))
+
+
 def swap_check_config(cfg: BuildConfig) -> BuildConfig:
-    """The machine a swap check of cfg boots, a build of its own when the RAM differs:
-    cfg's flags, at most SWAP_CHECK_MEMSIZE of RAM, and check_swapsize's disk."""
-    small = replace(cfg, memsize=min(cfg.memsize, SWAP_CHECK_MEMSIZE))
+    """The machine a swap check of cfg boots: small_check_config's, with check_swapsize's
+    disk."""
+    small = small_check_config(cfg)
     return replace(small, swapsize=check_swapsize(small))
+
+
+def check_machine(cfg: BuildConfig, spec: CheckSpec) -> BuildConfig:
+    """The machine `spec` boots when it grades cfg: cfg itself, or a small or swap check's."""
+    if spec.swap:
+        return swap_check_config(cfg)
+    return small_check_config(cfg) if spec.small else cfg
 
 
 def judge_test_program(cfg: BuildConfig, output: str) -> tuple[bool, str]:
@@ -197,8 +214,10 @@ def default_checks(req: ProbeRequest | None = None, scale: float = 1.0) -> list[
         # manyfiles, sbrkfork, forkfill, oom) are a kernel's, not a lab's, and the suite runs
         # them in every configuration (docs/testing.md); lazytests has its own lazyoom
         CheckSpec("usertests", 20, False, "usertests -q", 600 * scale, judge_test_program),
-        CheckSpec("lazytests", 15, False, "lazytests", 600 * scale, judge_test_program),
-        CheckSpec("cowtests", 15, False, "cowtests", 600 * scale, judge_test_program),
+        CheckSpec("lazytests", 15, False, "lazytests", 600 * scale, judge_test_program,
+                  small=True),
+        CheckSpec("cowtests", 15, False, "cowtests", 600 * scale, judge_test_program,
+                  small=True),
         CheckSpec("mmaptests", 15, False, "mmaptests", 600 * scale, judge_test_program),
         CheckSpec("swaptest", 15, False, "swaptest", 3600 * scale, judge_test_program,
                   swap=True),
@@ -259,47 +278,51 @@ def hidden_checks(values: Sequence[str], scale: float = 1.0
 
 def with_hidden(checks: list[CheckSpec], hidden: list[CheckSpec]) -> list[CheckSpec]:
     """`checks` then the hidden ones; a hidden check replaces the built-in of its name, and
-    boots as it did (a hidden swaptest.c gets the swap disk)."""
-    swap = {c.name for c in default_checks() if c.swap}
+    boots as it did (a hidden lazytests.c gets the small machine, swaptest.c the swap disk)."""
+    builtin = {c.name: c for c in default_checks()}
     names = {h.name for h in hidden}
+
+    def boots_as_builtin(h: CheckSpec) -> CheckSpec:
+        b = builtin.get(h.name)
+        return replace(h, small=b.small, swap=b.swap) if b else h
     return ([c for c in checks if c.name not in names]
-            + [replace(h, swap=h.name in swap) for h in hidden])
+            + [boots_as_builtin(h) for h in hidden])
 
 
 class _Sessions:
-    """At most one live session per image kind and swap disk; rebooted after a check killed
-    it."""
+    """At most one live session per image kind and machine (check_machine); rebooted after
+    a check killed it."""
 
     def __init__(self, repo: Path, cfg: BuildConfig, transcript_dir: Path | None,
                  scale: float = 1.0) -> None:
         self.repo, self.cfg, self.dir, self.scale = repo, cfg, transcript_dir, scale
-        self.live: dict[tuple[bool, bool], QemuSession] = {}
+        self.live: dict[tuple[bool, BuildConfig], QemuSession] = {}
 
-    def get(self, llm: bool, swap: bool = False) -> QemuSession:
-        """The session for the image (llm or not); for a swap check swap_check_config's."""
-        s = self.live.get((llm, swap))
+    def get(self, spec: CheckSpec) -> QemuSession:
+        """The session for spec's image (llm or not) on spec's machine."""
+        cfg = check_machine(self.cfg, spec)
+        key = (spec.llm, cfg)
+        s = self.live.get(key)
         if s is None or not s.alive:
-            cfg = swap_check_config(self.cfg) if swap else self.cfg
             t = None
             if self.dir is not None:
-                t = self.dir / (f"{cfg.name}{'-llm' if llm else ''}"
-                                f"{f'-swap{cfg.swapsize}' if swap else ''}.log")
-            s = QemuSession.for_config(cfg, self.repo, llm=llm, transcript=t,
+                t = self.dir / (f"{cfg.name}{'-llm' if spec.llm else ''}"
+                                f"{f'-swap{cfg.swapsize}' if cfg.swapsize else ''}.log")
+            s = QemuSession.for_config(cfg, self.repo, llm=spec.llm, transcript=t,
                                        boot_timeout=BOOT_TIMEOUT * self.scale,
                                        lifetime=SESSION_LIFETIME * self.scale).start()
-            self.live[(llm, swap)] = s
+            self.live[key] = s
         return s
 
-    def close_swap(self) -> None:
-        """Stop the swap sessions: their disks hold up to SWAP_PER_RAM x RAM of written
-        pages, and no later check needs them (each swap check boots its own)."""
-        for key in [k for k in self.live if k[1]]:
-            self.live.pop(key).close()
-
-    def close(self) -> None:
-        for s in self.live.values():
-            s.close()
-        self.live.clear()
+    def close(self, spec: CheckSpec | None = None) -> None:
+        """Stop spec's session (every session without spec). A swap check's is stopped
+        after its check: its disk holds up to SWAP_PER_RAM x RAM of written pages, and no
+        later check needs it (each swap check boots its own)."""
+        keys = list(self.live) if spec is None else [(spec.llm, check_machine(self.cfg, spec))]
+        for key in keys:
+            s = self.live.pop(key, None)
+            if s is not None:
+                s.close()
 
 
 def run_check(sessions: _Sessions, spec: CheckSpec, cache: dict[str, str]) -> CheckResult:
@@ -313,7 +336,7 @@ def run_check(sessions: _Sessions, spec: CheckSpec, cache: dict[str, str]) -> Ch
     try:
         output = cache.get(spec.command)
         if output is None:
-            output = sessions.get(spec.llm, spec.swap).run(spec.command, spec.timeout).output
+            output = sessions.get(spec).run(spec.command, spec.timeout).output
             cache[spec.command] = output
     except QemuError as e:
         return fail(str(e), e.evidence)
@@ -341,7 +364,7 @@ def grade_config(repo: Path, cfg: BuildConfig, checks: list[CheckSpec],
         for spec in checks:
             r = run_check(sessions, spec, cache)
             if spec.swap:
-                sessions.close_swap()
+                sessions.close(spec)
             results.append(r)
             if on_result:
                 on_result(r)
@@ -350,12 +373,13 @@ def grade_config(repo: Path, cfg: BuildConfig, checks: list[CheckSpec],
     return results
 
 
-def build_swap_machines(repo: Path, plan: Plan, extra: tuple[str, ...],
-                        console: Console | None) -> list[CheckResult]:
-    """Build the machines of the plan's swap checks that are not the configuration's own
-    build (swap_check_config); a failed `build` check of the configuration for each one
-    that does not build."""
-    own = {cfg: swap_check_config(cfg) for cfg, checks in plan if any(c.swap for c in checks)}
+def build_small_machines(repo: Path, plan: Plan, extra: tuple[str, ...],
+                         console: Console | None) -> list[CheckResult]:
+    """Build the machines of the plan's small and swap checks that are not the
+    configuration's own build (small_check_config: the same build for both); a failed
+    `build` check of the configuration for each one that does not build."""
+    own = {cfg: small_check_config(cfg) for cfg, checks in plan
+           if any(c.small or c.swap for c in checks)}
     own = {cfg: small for cfg, small in own.items() if small.memsize != cfg.memsize}
     built = build_all(repo, list(own.values()), console=console, extra=extra) if own else []
     return [CheckResult(cfg.name, "build", False, 0, 0, b.seconds, b.last_error, b.excerpt)
@@ -381,7 +405,7 @@ def grade_all(repo: Path, plan: Plan, hidden_sources: Sequence[Path] = (), build
                 results.append(CheckResult(b.config.name, "build", False, 0, 0, b.seconds,
                                            b.last_error, b.excerpt))
         failed = {r.config for r in results}
-        results += build_swap_machines(repo, [(c, k) for c, k in plan if c.name not in failed],
+        results += build_small_machines(repo, [(c, k) for c, k in plan if c.name not in failed],
                                        extra, console)
     broken = {r.config for r in results}
     if transcript_dir is not None:

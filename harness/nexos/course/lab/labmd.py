@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nexos.course.grade import SWAP_CHECK_MEMSIZE, SWAP_PER_RAM
+from nexos.course.grade import SMALL_CHECK_MEMSIZE, SWAP_PER_RAM
 from nexos.course.lab.markers import Region
 from nexos.course.lab.plan import labs_of, mechanism_plan
 
@@ -68,8 +68,8 @@ a process shrinks or exits.""",
 TESTS = {"lazy": "lazytests", "cow": "cowtests", "mmap": "mmaptests", "swap": "swaptest"}
 FLAGS = {"lazy": "LAZY_ALLOC=1 COW_ALLOC=0", "cow": "LAZY_ALLOC=0 COW_ALLOC=1",
          "mmap": "LAZY_ALLOC=1 COW_ALLOC=0",
-         "swap": (f"LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE={SWAP_CHECK_MEMSIZE} "
-                  f"SWAPSIZE={SWAP_PER_RAM * SWAP_CHECK_MEMSIZE}")}  # the swap check's sizes
+         "swap": (f"LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE={SMALL_CHECK_MEMSIZE} "
+                  f"SWAPSIZE={SWAP_PER_RAM * SMALL_CHECK_MEMSIZE}")}  # the swap check's sizes
 EXAMPLE = {"lazy": "sparse", "cow": "counts", "mmap": "shared",  # one test of each program
            "swap": "pattern"}
 # The other configuration a lab without a flag must work in too.
@@ -112,7 +112,7 @@ def _intro(labs: tuple[str, ...]) -> list[str]:
                      "returns -1); no other check of the grade uses mmap.")
     if "swap" in labs:
         lines.append("`swaptest` fails in every configuration until swap is written: the grade "
-                     f"boots it with {SWAP_CHECK_MEMSIZE} MiB of RAM and a swap disk of "
+                     f"boots it with {SMALL_CHECK_MEMSIZE} MiB of RAM and a swap disk of "
                      f"{SWAP_PER_RAM}x that, and no slot is ever "
                      "free, so no test can use more than RAM; the other checks boot without "
                      "swap, where reclaim does nothing.")
