@@ -63,12 +63,15 @@ def test_run_exit_status_follows_the_commands(build_kernel, repo):
 
 
 def checkout_with_wrong_kernel(eager_dir: Path, tmp_path: Path) -> Path:
-    """A fake checkout whose build/lazy1-cow1 holds the eager (lazy0-cow0) kernel."""
+    """A fake checkout whose build/lazy1-cow1 (and build/lazy1-cow1-mem64, the grade's
+    small machine) holds the eager (lazy0-cow0) kernel."""
     fake = tmp_path / "checkout"
-    for sub in ("kernel", "user", "build/lazy1-cow1"):
-        (fake / sub).mkdir(parents=True)
-    shutil.copy(eager_dir / "kernel", fake / "build/lazy1-cow1/kernel")
-    (fake / "build/lazy1-cow1/fs.img").symlink_to(eager_dir / "fs.img")
+    (fake / "kernel").mkdir(parents=True)
+    (fake / "user").mkdir()
+    for folder in ("lazy1-cow1", "lazy1-cow1-mem64"):
+        (fake / "build" / folder).mkdir(parents=True)
+        shutil.copy(eager_dir / "kernel", fake / "build" / folder / "kernel")
+        (fake / "build" / folder / "fs.img").symlink_to(eager_dir / "fs.img")
     return fake
 
 
@@ -228,14 +231,14 @@ def test_grade_wrong_kernel_fails_every_check_with_evidence(build_kernel, tmp_pa
     fake = checkout_with_wrong_kernel(build_kernel(EAGER), tmp_path)
     junit = tmp_path / "grade.xml"
     r = nexos(fake, "grade", "--no-build", "--configs", "lazy1-cow1",
-              "--checks", "lazytests,cowtests", "--junit", str(junit))
+              "--checks", "usertests,lazytests", "--junit", str(junit))
     assert r.returncode == 1
     cases = junit_cases(junit)
-    assert set(cases) == {"lazy1-cow1/lazytests", "lazy1-cow1/cowtests"}
+    assert set(cases) == {"lazy1-cow1/usertests", "lazy1-cow1/lazytests"}
     for c in cases.values():
         f = c.find("failure")
         assert f is not None and "does not match" in f.get("message", "")
-    assert "0/30" in r.stdout
+    assert "0/35" in r.stdout
 
 
 @pytest.mark.long
