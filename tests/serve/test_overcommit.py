@@ -1,9 +1,10 @@
 """smolserve --overcommit 1 (docs/smolserve.md, "Overcommit: recompute against swap"), in all
 four configurations, with and without swap.
 
-Six requests of 1024 slots each fill their whole reservation once their prompt is fed
-(--test-fill 1), all admitted at once: together they need more pages than the guest has
-free, which the test checks from the run's own start line. Without swap the kernel kills
+Six requests of 768 slots each fill their whole reservation once their prompt is fed
+(--test-fill 1), all admitted at once, in the guest of `nexos serve --swap` (208 MiB, the
+smallest whose page cache holds the mapped model): together they need about twice the pages
+the guest has free, which the test checks from the run's own start line. Without swap the kernel kills
 workers (lazy sbrk) or refuses their reservations (eager sbrk) and the server runs them
 again; with swap the kernel pages out and nothing is recomputed. Either way every request
 completes, nothing leaks, and every answer is the one the same workload gets without
@@ -22,14 +23,15 @@ from nexos.machine.config import BuildConfig
 from nexos.machine.qemu import QemuSession
 from nexos.parse import parse_serve
 from nexos.programs.kvcache import max_kv_pages
-from nexos.programs.serve import serve_command
+from nexos.programs.serve import PRESSURE_MEMSIZE, serve_command
 from nexos.records import ServeResult
 from support import SharedRuns
 
 REPO = Path(__file__).resolve().parents[2]
-MEMSIZE = 256   # the page cache holds the mapped model from 256 MiB up (kernel/pagecache.c)
+MEMSIZE = PRESSURE_MEMSIZE
 SWAPSIZE = 512
-WORK = ["--requests", "6", "--max-len", "1024", "--long-len", "1"]
+SLOTS = 768
+WORK = ["--requests", "6", "--max-len", str(SLOTS), "--long-len", "1"]
 CALM = serve_command(WORK)
 PRESSED = serve_command([*WORK, "--overcommit", "1", "--test-fill", "1"])
 RUN_TIMEOUT = 900.0
@@ -93,7 +95,7 @@ def test_every_request_completes_with_the_calm_answers(runs) -> None:  # type: i
 def test_pressure_is_real_and_nothing_leaks(runs) -> None:  # type: ignore[no-untyped-def]
     cfg, _, pressed, _ = runs
     assert pressed.start is not None and pressed.memory is not None
-    reservations = 6 * max_kv_pages(shape(1024))
+    reservations = 6 * max_kv_pages(shape(SLOTS))
     assert reservations > pressed.start.free_pages   # they cannot all fill in RAM
     ps = pressed.pressure_summary
     assert ps is not None
