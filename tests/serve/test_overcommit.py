@@ -4,9 +4,9 @@ four configurations, with and without swap.
 Six requests of 768 slots each fill their whole reservation once their prompt is fed
 (--test-fill 1), all admitted at once, in the guest of `nexos serve --swap` (208 MiB, the
 smallest whose page cache holds the mapped model): together they need about twice the pages
-the guest has free, which the test checks from the run's own start line. Without swap the kernel kills
-workers (lazy sbrk) or refuses their reservations (eager sbrk) and the server runs them
-again; with swap the kernel pages out and nothing is recomputed. Either way every request
+the guest has free, which the test checks from the run's own start line. Without swap the
+kernel kills workers (lazy sbrk) or refuses their reservations (eager sbrk) and the server
+runs them again; with swap the kernel pages out and nothing is recomputed. Either way every request
 completes, nothing leaks, and every answer is the one the same workload gets without
 pressure (one calm run is the reference: its answers are the same in every configuration).
 One boot per configuration and swap size, shared by the pytest-xdist workers.
