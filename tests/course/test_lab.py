@@ -358,6 +358,9 @@ def test_starter_of_this_checkout(tmp_path):
     assert "`kernel/fault.c`: `lazyfault()`" in labmd
     assert "`kernel/vm.c`: `growproc()`, `userpte()`" in labmd
     assert "`kernel/kalloc.c`: `krefinc_ptes()`, `kshared_ptes()`" in labmd
+    # each lab's test program tried on the machine the grade boots it on (the small one)
+    assert "make qemu LAZY_ALLOC=1 COW_ALLOC=0 MEMSIZE=64\n$ lazytests" in labmd
+    assert "make qemu LAZY_ALLOC=0 COW_ALLOC=1 MEMSIZE=64\n$ cowtests" in labmd
 
 
 def test_mmap_starter_of_this_checkout(tmp_path):

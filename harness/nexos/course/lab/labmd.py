@@ -66,10 +66,13 @@ a process shrinks or exits.""",
 }
 
 TESTS = {"lazy": "lazytests", "cow": "cowtests", "mmap": "mmaptests", "swap": "swaptest"}
-FLAGS = {"lazy": "LAZY_ALLOC=1 COW_ALLOC=0", "cow": "LAZY_ALLOC=0 COW_ALLOC=1",
+# The machine the grade boots each lab's test program on (grade.py: lazytests, cowtests and
+# swaptest on the small machine, mmaptests on the configuration's own).
+FLAGS = {"lazy": f"LAZY_ALLOC=1 COW_ALLOC=0 MEMSIZE={SMALL_CHECK_MEMSIZE}",
+         "cow": f"LAZY_ALLOC=0 COW_ALLOC=1 MEMSIZE={SMALL_CHECK_MEMSIZE}",
          "mmap": "LAZY_ALLOC=1 COW_ALLOC=0",
          "swap": (f"LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE={SMALL_CHECK_MEMSIZE} "
-                  f"SWAPSIZE={SWAP_PER_RAM * SMALL_CHECK_MEMSIZE}")}  # the swap check's sizes
+                  f"SWAPSIZE={SWAP_PER_RAM * SMALL_CHECK_MEMSIZE}")}
 EXAMPLE = {"lazy": "sparse", "cow": "counts", "mmap": "shared",  # one test of each program
            "swap": "pattern"}
 # The other configuration a lab without a flag must work in too.
