@@ -19,7 +19,7 @@ from pathlib import Path
 from benchlib import BenchError, Figure, build, main
 from compare_time import timed_nexos
 
-from nexos.course.grade import swap_check_config
+from nexos.course.grade import small_check_config
 from nexos.machine.config import matrix
 
 NAME = "grade_time"
@@ -56,8 +56,7 @@ def measure(args: argparse.Namespace) -> list[Figure]:
     if not args.no_build:
         for cfg in matrix():
             build(cfg, llm=True)
-            if args.lab in ("swap", "all"):   # the swap check's own machine
-                build(swap_check_config(cfg))
+            build(small_check_config(cfg))   # lazytests', cowtests' and swaptest's machine
     with tempfile.TemporaryDirectory(prefix="nexos-bench-") as tmp:
         jpath = Path(tmp) / "grade.json"
         lab = ["--lab", args.lab] if args.lab else []
