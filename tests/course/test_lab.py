@@ -296,7 +296,6 @@ def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatc
     assert not list((fake_qemu["repo"] / "build").glob("nexos-swap-*"))  # the disk is gone
 
 
-
 def test_the_checks_that_fill_ram_boot_the_smallest_machine(fake_qemu, tmp_path, monkeypatch):
     """lazytests and cowtests fault in every free page, one at a time: they boot a machine
     of their own, the configuration's flags and disks with at most 64 MiB of RAM, and so
@@ -327,6 +326,7 @@ def test_the_checks_that_fill_ram_boot_the_smallest_machine(fake_qemu, tmp_path,
     assert "mem=64M" in small and "mem=512M" not in small
     assert "lazytests" in small and "cowtests" in small
     assert "mem=512M" in own and "lazytests" not in own
+
 
 # ------------------------------------------------------------------ real starter trees (QEMU)
 
