@@ -40,6 +40,11 @@ class CheckSpec:
     small: bool = False  # boots the machine small_check_config(config) gives
     swap: bool = False   # boots the machine swap_check_config(config) gives (small, and a disk)
 
+    @property
+    def on_small_machine(self) -> bool:
+        """Whether it boots the small machine's build (a small check or a swap check)."""
+        return self.small or self.swap
+
 
 # The swap disk of a check that needs swap: SWAP_PER_RAM times the RAM, so that swaptest's
 # tests get their full sizes (2x RAM in one heap, a copying fork of 1.5x RAM; docs/testing.md).
@@ -379,7 +384,7 @@ def build_small_machines(repo: Path, plan: Plan, extra: tuple[str, ...],
     configuration's own build (small_check_config: the same build for both); a failed
     `build` check of the configuration for each one that does not build."""
     own = {cfg: small_check_config(cfg) for cfg, checks in plan
-           if any(c.small or c.swap for c in checks)}
+           if any(c.on_small_machine for c in checks)}
     own = {cfg: small for cfg, small in own.items() if small.memsize != cfg.memsize}
     built = build_all(repo, list(own.values()), console=console, extra=extra) if own else []
     return [CheckResult(cfg.name, "build", False, 0, 0, b.seconds, b.last_error, b.excerpt)

@@ -180,8 +180,9 @@ def prepare(source: Path) -> None:
     starter = source / "starter"
     cfgs = [BuildConfig.parse(n) for n in m.spec.config_names()]
     specs = _specs(m.spec)
+    wanted = any(c.on_small_machine for c in specs)
     small = [s for s in dict.fromkeys(small_check_config(c) for c in cfgs)
-             if s not in cfgs and any(c.small or c.swap for c in specs)]
+             if wanted and s not in cfgs]
     built = [*build_all(starter, cfgs, llm=any(c.llm for c in specs)),
              *build_all(starter, small)]
     bad = [b for b in built if not b.ok]
