@@ -99,6 +99,8 @@ fileclose(struct file *f)
   if(ff.type == FD_PIPE){
     pipeclose(ff.pipe, ff.writable);
   } else if(ff.type == FD_INODE || ff.type == FD_DEVICE){
+    if(ff.type == FD_INODE && ff.writable)
+      gather_flush(ff.ip);   // a gather lives only while a writer is open (gather.c)
     begin_op();
     iput(ff.ip);
     end_op();
@@ -163,7 +165,9 @@ fileread(struct file *f, uint64 addr, int n)
 // Returns n, or -1 if not all of it could be written (for a pipe or device, what they
 // return). Caller holds a reference to f and is not inside a transaction: a write to
 // an inode runs one transaction per chunk, so a failed write may leave its first chunks
-// written. Whole blocks appended at the end of the file go straight to the disk
+// written. An append of fewer than DIRECTMIN whole blocks is gathered in memory and
+// needs no transaction (gather.c); any other write first flushes the file's gathered
+// blocks. Whole blocks appended at the end of the file go straight to the disk
 // (writeappend, fs.c) in normal transactions that log only the metadata, so their commits
 // are deferred and shared like any others'; other long writes log their data in big
 // operations, which commit fewer times.
@@ -186,6 +190,20 @@ filewrite(struct file *f, uint64 addr, int n)
   int i = 0;
   while(i < n){
     int n1 = n - i;
+    ilock(ip);
+    int r = gather_append(ip, 1, addr + i, f->off, n1);
+    int flush = r == 0 && ip->gather;
+    if(r > 0)
+      f->off += r;
+    iunlock(ip);
+    if(r < 0)
+      break;     // bad address
+    if(r > 0){
+      i += r;
+      continue;
+    }
+    if(flush)
+      gather_flush(ip);
     // Read without ip->lock (which comes after the transaction's start), so only a hint:
     // writeappend looks again under the lock and writes nothing if the file has changed.
     int append = n1 >= BSIZE && f->off % BSIZE == 0 && f->off == ip->size;
@@ -195,7 +213,12 @@ filewrite(struct file *f, uint64 addr, int n)
     else
       begin_op();
     ilock(ip);
-    int r = append ? writeappend(ip, 1, addr + i, f->off, n1 - n1 % BSIZE) : 0;
+    if(ip->gather){   // another writer gathered blocks meanwhile: flush them first
+      iunlock(ip);
+      end_op();
+      continue;
+    }
+    r = append ? writeappend(ip, 1, addr + i, f->off, n1 - n1 % BSIZE) : 0;
     int want = r;
     if(r == 0){
       int chunk = big ? BIGWRITECHUNK : WRITECHUNK;

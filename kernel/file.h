@@ -37,6 +37,8 @@ struct inode {
   uint64 mapbn;
   int mapn;
   uint mapaddr[MAPCACHE];
+
+  struct gather *gather;  // the file's last blocks, appended but not yet on disk (gather.c)
 };
 
 // Maps a device's major number to its read and write functions.
@@ -49,6 +51,27 @@ struct devsw {
 extern struct devsw devsw[];
 
 #define CONSOLE 1
+
+// fs.c, beyond defs.h: the direct paths and delayed allocation (gather.c).
+#define BIGREAD   64   // blocks per direct read or write, and per gather (256 KiB)
+#define DIRECTMIN 16   // the fewest whole blocks an append writes straight to the disk:
+                       // fewer are gathered (gather.c), or logged
+#define ALLOC_DIRECT   2   // allocrun's how: a data block written straight to the disk: not
+                           // zeroed, and never a block freed since the last commit
+#define ALLOC_GATHERED 4   // with ALLOC_DIRECT: for a gathered block, so it may take a
+                           // block promised to gathers (breserve)
+int  allocrun(struct inode *ip, uint64 bn, uint64 nblocks, int how, uint *first);
+void writerun(uint dev, char *data, int n, uint first);
+int  breserve(int n);
+void bunreserve(int n);
+
+// gather.c: appends of a few whole blocks, gathered in memory.
+void   gatherinit(void);
+int    gather_append(struct inode *ip, int user_src, uint64 src, uint64 off, uint n);
+char  *gathered(struct inode *ip, uint64 bn);
+uint64 gather_disksize(struct inode *ip);
+void   gather_flush(struct inode *ip);
+void   gather_drop(struct inode *ip);
 
 // log.c, beyond defs.h: blocks freed by changes not yet committed (writei's direct path
 // must not reuse them before the commit).

@@ -1,7 +1,8 @@
 // The file system: blocks, inodes, directories, path names.
 //
 // Layers, bottom up (see docs/filesystem.md for the on-disk format):
-//   blocks:      balloc, and freeset_add (itrunc), over the free-block bitmap
+//   blocks:      balloc, and freeset_add (itrunc), over the free-block bitmap; the
+//                free-block count and the reservations of gathered appends (gather.c)
 //   inodes:      the in-memory inode table; ialloc, iget, ilock, iput, bmap, readi, writei
 //   directories: an inode of type T_DIR holding struct dirent entries
 //   path names:  namei, nameiparent
@@ -46,15 +47,18 @@ static struct spinlock hintlock;
 static uint balloc_hint;
 static uint ialloc_hint = 1;
 
+// Free blocks, for delayed allocation (gather.c), also under hintlock: nfree counts the
+// blocks that the bitmap, as the log has changed it, marks free; nreserved how many of
+// them are promised to gathered appends, which have no block yet. Only the allocation of
+// a gathered block (ALLOC_GATHERED) may take a promised one, so nfree >= nreserved holds
+// whenever no gathered block is being written, and a gathered write cannot find the disk
+// full. Counted at mount (countfree), then kept by balloc, balloc_at and freeset_flush.
+static int nfree, nreserved;
+
 // Zeros, copied out for a block a file does not have (a hole).
 static char zeroblock[BSIZE];
 
-// The fewest whole blocks writei sends straight to the disk (writedirect): a request per
-// run costs more than the log's share of a deferred commit for a block or two.
-#define DIRECTMIN 16
-
 // The landing area of readi's direct path (readdirect) and of writei's (writedirect).
-#define BIGREAD 64   // blocks per direct read (256 KiB)
 static struct {
   struct sleeplock lock;            // held while data is in use
   uchar data[BIGREAD * BSIZE] __attribute__((aligned(PGSIZE)));
@@ -67,6 +71,27 @@ readsb(int dev, struct superblock *sbp)
   struct buf *bp = bread(dev, 1);
   memmove(sbp, bp->data, sizeof(*sbp));
   brelse(bp);
+}
+
+// Contract: the blocks of dev that the bitmap marks free (one read per bitmap block).
+// Called by fsinit after the log's recovery, before anything allocates.
+static int
+countfree(int dev)
+{
+  int n = 0;
+  for(uint b = 0; b < sb.size; b += BPB){
+    struct buf *bp = bread(dev, BBLOCK(b, sb));
+    for(uint bi = 0; bi < BPB && b + bi < sb.size; bi += 8){
+      uchar bits = bp->data[bi / 8];
+      if(bits == 0 && b + bi + 8 <= sb.size)
+        n += 8;                           // the common cases a byte at a time
+      else if(bits != 0xff)
+        for(uint k = 0; k < 8 && b + bi + k < sb.size; k++)
+          n += (bits & (1 << k)) == 0;
+    }
+    brelse(bp);
+  }
+  return n;
 }
 
 // Contract: mount the file system on dev: read the super block, replay the log.
@@ -82,24 +107,80 @@ fsinit(int dev)
   initsleeplock(&bigread.lock, "bigread");
   balloc_hint = 0;
   initlog(dev, &sb);
+  nfree = countfree(dev);
 }
 
 // ---------------------------------------------------------------- blocks
 
-// How bmap() allocates a missing block (its alloc argument).
+// How bmap() allocates a missing block (its alloc argument; ALLOC_* in file.h).
 #define ALLOC_NONE   0   // it does not: a missing block is 0
 #define ALLOC_ZERO   1   // zeroed through the log, as every metadata block
-#define ALLOC_DIRECT 2   // a file-data leaf that writedirect() fills straight on the disk:
-                         // not zeroed, and never a block freed since the last commit
+#define ALLOC_HOW    (ALLOC_ZERO | ALLOC_DIRECT)
+
+// Contract: take up to n blocks from the free count for an allocation about to mark them:
+// any free block for a gathered one, else only blocks not promised to a gather. Returns
+// how many; the caller gives back with bgive() those it then does not find.
+static int
+btake(int n, int gathered)
+{
+  acquire(&hintlock);
+  int room = gathered ? nfree : nfree - nreserved;
+  n = min(n, room > 0 ? room : 0);
+  nfree -= n;
+  release(&hintlock);
+  return n;
+}
+
+// Contract: n blocks back into the free count (freed, or taken by btake() and not used).
+static void
+bgive(int n)
+{
+  acquire(&hintlock);
+  nfree += n;
+  release(&hintlock);
+}
+
+// Contract: promise n free blocks to a gather (gather.c): 1, or 0 if fewer than n blocks
+// are free and not promised already. The gather gives them back with bunreserve() as its
+// blocks are written (or dropped).
+int
+breserve(int n)
+{
+  int ok = 0;
+  acquire(&hintlock);
+  if(nfree - nreserved >= n){
+    nreserved += n;
+    ok = 1;
+  }
+  release(&hintlock);
+  return ok;
+}
+
+// Contract: give back n blocks that breserve() promised.
+void
+bunreserve(int n)
+{
+  acquire(&hintlock);
+  nreserved -= n;
+  if(nreserved < 0)
+    panic("bunreserve");
+  release(&hintlock);
+}
 
 // Contract: allocate a data block on dev; with ALLOC_ZERO, zero it through the log; with
 // ALLOC_DIRECT, leave it as it is and skip blocks a change not yet committed freed
-// (log_freedsince). Returns its number, or 0 when no block qualifies. Caller is inside a
-// transaction; it logs at most two blocks here (one bitmap block, the new block). Holds
-// one buffer at a time.
+// (log_freedsince); with ALLOC_GATHERED also, it may take a block promised to gathers.
+// Returns its number, or 0 when no block qualifies. Caller is inside a transaction; it
+// logs at most two blocks here (one bitmap block, the new block). Holds one buffer at a
+// time.
 static uint
 balloc(uint dev, int mode)
 {
+  if(btake(1, mode & ALLOC_GATHERED) == 0){
+    if((mode & ALLOC_HOW) == ALLOC_ZERO)
+      printf("balloc: out of blocks\n");
+    return 0;
+  }
   acquire(&hintlock);
   uint start = balloc_hint;
   release(&hintlock);
@@ -118,14 +199,14 @@ balloc(uint dev, int mode)
         }
         uchar mask = 1 << (bi % 8);
         if((bp->data[bi / 8] & mask) == 0 &&
-           !(mode == ALLOC_DIRECT && log_freedsince(b + bi))){
+           !((mode & ALLOC_DIRECT) && log_freedsince(b + bi))){
           bp->data[bi / 8] |= mask;
           log_write(bp);
           brelse(bp);
           acquire(&hintlock);
           balloc_hint = b + bi + 1 < sb.size ? b + bi + 1 : 0;
           release(&hintlock);
-          if(mode == ALLOC_ZERO){
+          if((mode & ALLOC_HOW) == ALLOC_ZERO){
             struct buf *zp = bzeroed(dev, b + bi);
             log_write(zp);
             brelse(zp);
@@ -136,20 +217,23 @@ balloc(uint dev, int mode)
       brelse(bp);
     }
   }
-  if(mode == ALLOC_ZERO)
+  bgive(1);
+  if((mode & ALLOC_HOW) == ALLOC_ZERO)
     printf("balloc: out of blocks\n");
   return 0;
 }
 
 // Contract: allocate blocks addr, addr+1, ... on dev as long as each is free, was not
 // freed by a change not yet committed (log_freedsince, as ALLOC_DIRECT) and lies in the
-// same bitmap block as addr: at most n of them, none zeroed. Returns how many (0 if addr
-// itself is taken). One bitmap read and one log_write for the run: writedirect's blocks
-// after its first. Caller is inside a transaction.
+// same bitmap block as addr: at most n of them, none zeroed (blocks promised to gathers
+// only when gathered). Returns how many (0 if addr itself is taken). One bitmap read and
+// one log_write for the run: writedirect's blocks after its first. Caller is inside a
+// transaction.
 static uint
-balloc_at(uint dev, uint addr, uint n)
+balloc_at(uint dev, uint addr, uint n, int gathered)
 {
-  uint c = 0;
+  uint c = 0, took = btake(n, gathered);
+  n = took;
   struct buf *bp = bread(dev, BBLOCK(addr, sb));
   for(; c < n && addr + c < sb.size && (addr + c) / BPB == addr / BPB; c++){
     uint bi = (addr + c) % BPB;
@@ -165,6 +249,7 @@ balloc_at(uint dev, uint addr, uint n)
     release(&hintlock);
   }
   brelse(bp);
+  bgive(took - c);
   return c;
 }
 
@@ -192,6 +277,7 @@ iinit(void)
   initlock(&itable.lock, "itable");
   for(int i = 0; i < NINODE; i++)
     initsleeplock(&itable.inode[i].lock, "inode");
+  gatherinit();
 }
 
 // Contract: the in-memory inode for (dev, inum), unlocked, with one new reference for
@@ -266,9 +352,9 @@ ialloc(uint dev, short type)
   return 0;
 }
 
-// Contract: copy ip's in-memory fields to its disk inode (through the log). Caller holds
-// ip->lock and is inside a transaction; call it after every change to a field that
-// lives on disk.
+// Contract: copy ip's in-memory fields to its disk inode (through the log); the size on
+// disk leaves out a gathered tail (gather.c). Caller holds ip->lock and is inside a
+// transaction; call it after every change to a field that lives on disk.
 void
 iupdate(struct inode *ip)
 {
@@ -280,7 +366,7 @@ iupdate(struct inode *ip)
   dip->major = ip->major;
   dip->minor = ip->minor;
   dip->nlink = ip->nlink;
-  dip->size = ip->size;
+  dip->size = gather_disksize(ip);   // without gathered blocks, which have none yet
   memmove(dip->addrs, ip->addrs, sizeof(ip->addrs));
   log_write(bp);
   brelse(bp);
@@ -341,6 +427,8 @@ void
 iput(struct inode *ip)
 {
   acquire(&itable.lock);
+  if(ip->ref == 1 && ip->gather)
+    panic("iput: gathered blocks");   // the last fileclose() of a writer flushes them
   if(ip->ref == 1 && ip->valid && ip->nlink == 0){
     // Ours is the only reference and no directory names ip, so nobody else can reach
     // it: taking its lock cannot block, and itable.lock may be released meanwhile.
@@ -424,7 +512,8 @@ bmap(struct inode *ip, uint64 bn, int alloc)
   if(!holdingsleep(&ip->lock))
     panic("bmap: ip->lock");
   uint ind;
-  int meta = alloc == ALLOC_NONE ? ALLOC_NONE : ALLOC_ZERO;   // indirect blocks
+  // indirect blocks: zeroed, from the gathers' promised blocks for a gathered leaf
+  int meta = alloc == ALLOC_NONE ? ALLOC_NONE : ALLOC_ZERO | (alloc & ALLOC_GATHERED);
 
   if(bn >= MAXFILE)
     return 0;
@@ -452,6 +541,7 @@ bmap(struct inode *ip, uint64 bn, int alloc)
 struct freeset {
   uint dev;
   struct buf *bp;   // locked bitmap block, or 0
+  int freed;        // blocks marked free in bp, not yet in the free count
 };
 
 // Contract: log and release the bitmap block fs holds, if any. Inside a transaction.
@@ -462,6 +552,8 @@ freeset_flush(struct freeset *fs)
     log_write(fs->bp);
     brelse(fs->bp);
     fs->bp = 0;
+    bgive(fs->freed);
+    fs->freed = 0;
   }
 }
 
@@ -480,6 +572,7 @@ freeset_add(struct freeset *fs, uint b)
   if((fs->bp->data[bi / 8] & mask) == 0)
     panic("freeset_add: block already free");
   fs->bp->data[bi / 8] &= ~mask;
+  fs->freed++;
   log_freed(b);
 }
 
@@ -505,15 +598,17 @@ free_tree(struct freeset *fs, uint b, int depth)
   freeset_add(fs, b);
 }
 
-// Contract: free all of ip's blocks and set its size to 0. Only bitmap blocks and the
-// inode are written, so this logs at most (bitmap blocks + 1) blocks. Caller holds
+// Contract: free all of ip's blocks and set its size to 0, gathered blocks dropped. Only
+// bitmap blocks and the inode are written, so this logs at most (bitmap blocks + 1) blocks. Caller holds
 // ip->lock and is inside a transaction. Also forgets the read path's address cache.
 void
 itrunc(struct inode *ip)
 {
   if(!holdingsleep(&ip->lock))
     panic("itrunc: ip->lock");
-  struct freeset fs = { ip->dev, 0 };
+  struct freeset fs = { ip->dev, 0, 0 };
+
+  gather_drop(ip);
 
   for(int i = 0; i < NDIRECT; i++){
     if(ip->addrs[i]){
@@ -609,11 +704,11 @@ bmap_run(struct inode *ip, uint64 bn, uint *addrs, int max)
 // (none allocated yet, all listed in the map block that lists bn: the inode or one
 // existing indirect block) the disk blocks addr, addr+1, ... (balloc_at), at most max of
 // them. Returns how many (0 when the first cannot be had so, or bn's indirect block does
-// not exist yet: bmap() then allocates it). For writedirect: one map read and one
+// not exist yet: bmap() then allocates it). For allocrun: one map read and one
 // log_write per run instead of a bmap() per block. Caller holds ip->lock and is inside a
 // transaction; it calls iupdate() afterwards.
 static int
-bmap_extend(struct inode *ip, uint64 bn, uint addr, int max)
+bmap_extend(struct inode *ip, uint64 bn, uint addr, int max, int gathered)
 {
   uint cur[BIGREAD], ind = 0;
   int n = bmap_run(ip, bn, cur, min(max, BIGREAD));
@@ -629,7 +724,7 @@ bmap_extend(struct inode *ip, uint64 bn, uint addr, int max)
     if(ind == 0)
       return 0;
   }
-  uint c = balloc_at(ip->dev, addr, free);
+  uint c = balloc_at(ip->dev, addr, free, gathered);
   if(c == 0)
     return 0;
   if(bn < NDIRECT){
@@ -748,8 +843,8 @@ readahead(struct inode *ip, uint64 bn, uint addr)
 // Contract: read n bytes of ip starting at byte off into dst (a user virtual address of
 // the current process if user_dst, else a kernel address). Returns the bytes read
 // (fewer at the end of the file, 0 at or past it), or -1 if copying to dst failed.
-// Holes read as zeros. Caller holds ip->lock; no transaction is needed (nothing is
-// written). The count is returned as an int, so callers keep n below 2^31 (fileread's n
+// Holes read as zeros, gathered blocks from their gather. Caller holds ip->lock; no
+// transaction is needed (nothing is written). The count is returned as an int, so callers keep n below 2^31 (fileread's n
 // is a non-negative int).
 int
 readi(struct inode *ip, int user_dst, uint64 dst, uint64 off, uint n)
@@ -765,6 +860,13 @@ readi(struct inode *ip, int user_dst, uint64 dst, uint64 off, uint n)
 
   for(tot = 0; tot < n; tot += m, off += m, dst += m){
     uint64 bn = off / BSIZE;
+    char *g = gathered(ip, bn);
+    if(g){
+      m = min(n - tot, BSIZE - off % BSIZE);
+      if(either_copyout(user_dst, dst, g + off % BSIZE, m) == -1)
+        return -1;
+      continue;
+    }
     if(off % BSIZE == 0 && n - tot >= 2 * BSIZE){
       int r = readdirect(ip, user_dst, dst, bn, (n - tot) / BSIZE);
       if(r < 0)
@@ -793,7 +895,8 @@ readi(struct inode *ip, int user_dst, uint64 dst, uint64 off, uint n)
 }
 
 // Contract: fill the n pages pages[0..n) with blocks bn, bn+1, ... of ip, for the page
-// cache (pagecache.c): the file's bytes, zeroes in holes and past the end of the file.
+// cache (pagecache.c): the file's bytes (a gathered block's from its gather), zeroes in
+// holes and past the end of the file.
 // A run of blocks that lie consecutively on the disk and that the buffer cache does not
 // hold comes in one disk request (up to VIRTIO_MAXBUFS pages) straight into the pages, as
 // readdirect() reads, but with no landing area and no copy; a block the buffer cache
@@ -810,6 +913,12 @@ readpages(struct inode *ip, uint64 bn, char **pages, int n)
     panic("readpages: ip->lock");
   for(int i = 0; i < n; ){
     uint64 b = bn + i;
+    char *g = gathered(ip, b);
+    if(g){                                       // no disk block yet
+      memmove(pages[i], g, BSIZE);
+      i++;
+      continue;
+    }
     int m = 0;
     if(b < end)
       m = bmap_run(ip, b, addrs, min(n - i, min(end - b, VIRTIO_MAXBUFS)));
@@ -837,6 +946,47 @@ readpages(struct inode *ip, uint64 bn, char **pages, int n)
   }
 }
 
+// Contract: allocate blocks bn, bn+1, ... of ip (none allocated yet: past the end of the
+// file, or gathered) as one run of blocks consecutive on the disk: at most min(nblocks,
+// BIGREAD) of them, with ALLOC_DIRECT (| ALLOC_GATHERED: how), so not zeroed and never a
+// block a change not yet committed freed. Sets *first to the run's first disk block and
+// returns its length; 0 if no block could be had so. Logs the bitmap and map blocks it
+// changes: one bitmap block for the run, plus what bmap() logs for the first block (a
+// missing indirect block or two). Caller holds ip->lock and is inside a transaction; it
+// calls iupdate() afterwards.
+int
+allocrun(struct inode *ip, uint64 bn, uint64 nblocks, int how, uint *first)
+{
+  if(!holdingsleep(&ip->lock))
+    panic("allocrun: ip->lock");
+  // The first block the usual way (bmap also makes a missing indirect block); the rest
+  // extend its run on the disk while the blocks after it are free.
+  *first = bmap(ip, bn, how);
+  if(*first == 0)
+    return 0;
+  int k = 1, c, max = min(nblocks, BIGREAD);
+  while(k < max &&
+        (c = bmap_extend(ip, bn + k, *first + k, max - k, how & ALLOC_GATHERED)) > 0)
+    k += c;
+  return k;
+}
+
+// Contract: write the n blocks at data to blocks first, first+1, ... of dev with one
+// request, blocks newly allocated to a file (allocrun). A cached copy of any of them, left
+// from the block's former life, gets the same bytes. Caller holds the inode's lock.
+void
+writerun(uint dev, char *data, int n, uint first)
+{
+  virtio_disk_write(data, n, first);
+  for(int i = 0; i < n; i++){
+    if(bcached(dev, first + i)){
+      struct buf *bp = bread(dev, first + i);
+      memmove(bp->data, data + i * BSIZE, BSIZE);
+      brelse(bp);
+    }
+  }
+}
+
 // Contract: the direct path of writei for whole blocks appended at the end of ip (block
 // bn on, off = bn*BSIZE >= ip->size): allocate up to nblocks of them (at most BIGREAD)
 // with ALLOC_DIRECT, as long as they are consecutive on the disk, copy the bytes from src
@@ -857,15 +1007,10 @@ writedirect(struct inode *ip, int user_src, uint64 src, uint64 bn, uint64 nblock
 {
   if(!holdingsleep(&ip->lock))
     panic("writedirect: ip->lock");
-  // The first block the usual way (bmap also makes a missing indirect block); the rest
-  // extend its run on the disk while the blocks after it are free.
-  uint first = bmap(ip, bn, ALLOC_DIRECT);
-  if(first == 0)
+  uint first;
+  int k = allocrun(ip, bn, nblocks, ALLOC_DIRECT, &first);
+  if(k == 0)
     return 0;
-  int k = 1, c;
-  while(k < min(nblocks, BIGREAD) &&
-        (c = bmap_extend(ip, bn + k, first + k, min(nblocks, BIGREAD) - k)) > 0)
-    k += c;
 
   uint64 len = (uint64)k * BSIZE;
   for(;;){
@@ -876,16 +1021,9 @@ writedirect(struct inode *ip, int user_src, uint64 src, uint64 bn, uint64 nblock
       break;
     releasesleep(&bigread.lock);
   }
-  virtio_disk_write(bigread.data, k, first);
-  for(int i = 0; i < k; i++){
-    char *data = (char *)bigread.data + i * BSIZE;
-    if(bcached(ip->dev, first + i)){
-      struct buf *bp = bread(ip->dev, first + i);
-      memmove(bp->data, data, BSIZE);
-      brelse(bp);
-    }
-    pagecache_write(ip, bn + i, 0, data, BSIZE);
-  }
+  writerun(ip->dev, (char *)bigread.data, k, first);
+  for(int i = 0; i < k; i++)
+    pagecache_write(ip, bn + i, 0, (char *)bigread.data + i * BSIZE, BSIZE);
   releasesleep(&bigread.lock);
   return len;
 }
@@ -894,9 +1032,10 @@ writedirect(struct inode *ip, int user_src, uint64 src, uint64 bn, uint64 nblock
 // off, growing the file if needed; off may not lie beyond the end. Returns the bytes
 // written, which is less than n if the disk filled up or copying from src failed, or -1
 // for a bad offset or a write past MAXFILE. A cached page of ip (pagecache.c) gets the
-// same bytes, so mappings see write()s. Caller holds ip->lock and is inside a
-// transaction, and keeps n small enough for the log (see filewrite). Writes the inode
-// (iupdate) before returning.
+// same bytes, so mappings see write()s; bytes of gathered blocks go to their gather. Caller
+// holds ip->lock and is inside a transaction, and keeps n small enough for the log (see
+// filewrite); it grows a file only if the file has no gathered blocks (filewrite flushes
+// them first). Writes the inode (iupdate) before returning.
 int
 writei(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
 {
@@ -908,8 +1047,18 @@ writei(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
     return -1;
   if(off + n > MAXFILE * BSIZE)
     return -1;
+  if(ip->gather && off + n > ip->size)
+    panic("writei: past a gathered tail");   // filewrite flushes before such a write
 
   for(tot = 0; tot < n; tot += m, off += m, src += m){
+    char *g = gathered(ip, off / BSIZE);
+    if(g){   // a mapped page written back (mmap.c) over a block still gathered
+      m = min(n - tot, BSIZE - off % BSIZE);
+      if(either_copyin(g + off % BSIZE, user_src, src, m) == -1)
+        break;
+      pagecache_write(ip, off / BSIZE, off % BSIZE, g + off % BSIZE, m);
+      continue;
+    }
     // A run of whole blocks appended at the end goes straight to the disk when it can.
     // Fewer blocks are cheaper through the log, whose deferred commits gather them.
     if(off % BSIZE == 0 && off >= ip->size && n - tot >= DIRECTMIN * BSIZE){

@@ -75,7 +75,10 @@
 //   kmem.lock (kalloc.c)       the free list and every page's refcount [under
 //                              pcache.lock: gethit, drop, pagecache_trim; under
 //                              p->lock: allocproc, freeproc]
-//   hintlock (fs.c)            balloc's and ialloc's hints
+//   hintlock (fs.c)            balloc's and ialloc's hints; the free-block count and
+//                              the blocks promised to gathers
+//   gtable.lock (gather.c)     which inode owns each gather (its data: the owner's
+//                              ip->lock)
 //   ftable.lock (file.c)       every struct file's ref
 //   pr.lock (printf.c)         whole printf lines [under itable.lock: iget; under
 //                              cons.lock: consoleintr -> procdump]

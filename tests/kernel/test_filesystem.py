@@ -56,19 +56,24 @@ def crash_sizes(ls_output: str) -> list[int]:
     return [int(words[3])] if len(words) >= 4 and words[0] == "crash.bin" else []
 
 
-# Seconds after which QEMU is killed while `mkbig crash.bin 128` writes: early (the first
-# commits), in the middle and late, so that the kill falls in different phases of commits.
-# A fast host may finish the file first; the test asks that some kill fell mid-write.
-KILL_AFTER = (0.3, 0.8, 1.3)
+# Seconds after which QEMU is killed while a program writes crash.bin, and the program:
+# `mkbig` (64 KiB writes, the direct path's) early (the first commits), in the middle and
+# late, so that the kill falls in different phases of commits; then `writebench` with one
+# block per call, whose appends are gathered in memory before they get disk blocks. A fast
+# host may finish a file first; the test asks that some kill of each kind fell mid-write.
 CRASH_MIB = 128
+MKBIG = f"mkbig crash.bin {CRASH_MIB} 5"
+ONE_BLOCK = f"writebench crash.bin {CRASH_MIB} 4"
+KILLS = ((0.3, MKBIG), (0.8, MKBIG), (1.3, MKBIG), (1.5, ONE_BLOCK))
 
 
 def test_a_machine_killed_mid_write_leaves_a_consistent_disk(build_kernel, repo, tmp_path):
-    """QEMU killed while a program writes a big file, three times over on one image: after
+    """QEMU killed while a program writes a big file, four times over on one image: after
     each kill the host's fsck (replaying a committed log as the kernel's recovery would)
     finds no block owned twice and the bitmap agrees with the inodes; the kernel then boots
     it, a file written before the crash (its program had exited) reads back whole, and the
-    disk is usable (a new file written, read back and removed). A commit is all or nothing."""
+    disk is usable (a new file written, read back and removed). A commit is all or nothing,
+    and appends gathered in memory when the machine died are simply not in the file."""
     cfg = BuildConfig(1, 1)
     bd = build_kernel(cfg)
     image = persistent_copy(bd / "fs.img", tmp_path / "fs.img")
@@ -76,26 +81,35 @@ def test_a_machine_killed_mid_write_leaves_a_consistent_disk(build_kernel, repo,
     with QemuSession(bd / "kernel", image, cfg, snapshot=False) as s:
         out = s.run("mkbig before.bin 4 3", timeout=300).output
         assert "wrote 4194304 bytes" in out, out
-    before, partial = None, []
-    for i, after in enumerate(KILL_AFTER):
+    before, partial = None, {MKBIG: [], ONE_BLOCK: []}
+
+    def check_before(s: QemuSession, killed: str) -> None:
+        """before.bin unchanged, and the size of the crash.bin that `killed` left."""
+        nonlocal before
+        out = s.run("cksum before.bin", timeout=120).output
+        assert find_panic(out) is None, out
+        before = before or out.split()[1]
+        assert out.split()[1] == before, f"before.bin changed by a kill in `{killed}`: {out}"
+        if killed:
+            partial[killed] += crash_sizes(s.run("ls crash.bin", timeout=120).output)
+
+    killed = ""
+    for after, cmd in KILLS:
         with QemuSession(bd / "kernel", image, cfg, snapshot=False) as s:
-            out = s.run("cksum before.bin", timeout=120).output
-            assert find_panic(out) is None, out
-            before = before or out.split()[1]
-            assert out.split()[1] == before, f"before.bin changed by crash {i}: {out}"
-            partial += crash_sizes(s.run("ls crash.bin", timeout=120).output)
+            check_before(s, killed)
             s.run("rm crash.bin", timeout=120)
             try:
-                s.run(f"mkbig crash.bin {CRASH_MIB} 5", timeout=after)
+                s.run(cmd, timeout=after)
             except QemuTimeout:
                 pass   # killed mid-write (the session is closed)
-        assert_clean(repo, image, f"a kill {after} s into a write")
+        killed = cmd
+        assert_clean(repo, image, f"a kill {after} s into `{cmd}`")
     with QemuSession(bd / "kernel", image, cfg, snapshot=False) as s:
-        out = s.run("cksum before.bin", timeout=120).output
-        assert out.split()[1] == before, out
-        partial += crash_sizes(s.run("ls crash.bin", timeout=120).output)
-        # Some kill fell in the middle of the write: the file it left is a part of it.
-        assert any(0 < n < CRASH_MIB << 20 for n in partial), partial
+        check_before(s, killed)
+        # Some kill of each kind fell in the middle of the write: the file it left is a
+        # part of it.
+        assert any(0 < n < CRASH_MIB << 20 for n in partial[MKBIG]), partial
+        assert any(0 < n < CRASH_MIB << 20 for n in partial[ONE_BLOCK]), partial
         out = s.run("mkbig after.bin 8 9", timeout=300).output
         assert "wrote 8388608 bytes" in out, out
         out = s.run("usertests -q", timeout=600).output
