@@ -506,6 +506,36 @@ static void unlinked(void)
         (int)m.pagecache_pages);
 }
 
+// A file whose last blocks are gathered in memory, not yet on the disk (appends of one
+// block per call: docs/filesystem.md, "Gathered appends"): a mapping of it reads them, a
+// store into a shared mapping reaches them (munmap writes it back into the gather), and
+// after the close the disk has it all.
+static void gathered(void)
+{
+  static char blk[PGSIZE];
+  int n = 12;
+  int fd = xopen("mm_gather", O_CREATE | O_TRUNC | O_RDWR);
+  for (int i = 0; i < n; i++) {
+    memset(blk, 'a' + i, PGSIZE);
+    CHECK(write(fd, blk, PGSIZE) == PGSIZE, "append of block %d", i);
+  }
+  char *p = xmap(n * PGSIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  for (int i = 0; i < n; i++)
+    CHECK(p[i * PGSIZE] == 'a' + i && p[i * PGSIZE + PGSIZE - 1] == 'a' + i,
+          "mapped block %d reads '%c'", i, p[i * PGSIZE]);
+  p[3 * PGSIZE + 5] = 'Z';
+  CHECK(munmap(p, n * PGSIZE) == 0, "munmap failed");
+  close(fd);
+  fd = xopen("mm_gather", O_RDONLY);
+  for (int i = 0; i < n; i++) {
+    CHECK(read(fd, blk, PGSIZE) == PGSIZE, "read of block %d", i);
+    CHECK(blk[0] == 'a' + i && blk[5] == (i == 3 ? 'Z' : 'a' + i),
+          "block %d after the close reads '%c'", i, blk[5]);
+  }
+  close(fd);
+  unlink("mm_gather");
+}
+
 // Last: nothing is left in the page cache.
 static void empty(void)
 {
@@ -529,6 +559,7 @@ static const struct test tests[] = {
   { "shareone", shareone, 1 },
   { "exitwb", exitwb, 1 },
   { "unlinked", unlinked, 1 },
+  { "gathered", gathered, 1 },
   { "empty", empty, 1 },
   { 0, 0, 0 },
 };
