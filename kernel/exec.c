@@ -190,6 +190,7 @@ exec(char *path, char **argv)
   p->pagetable = pagetable;
   p->sz = sz;
   p->heapbase = sz;
+  p->sbrkbytes = 0;
   p->trapframe->epc = elf.entry;
   p->trapframe->sp = sp;
   p->trapframe->a1 = sp;      // argv

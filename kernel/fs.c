@@ -760,6 +760,21 @@ copyheld(int user, uint64 dst, char *kva, uint64 len, int to_dst)
   return copypresent(dst, kva, len, to_dst) == 0 ? 0 : -2;
 }
 
+// Contract: how many of the len bytes at user address uva, from uva on, lie on pages the
+// calling process may read (faulting them in): up to the first page it may not.
+static uint64
+ureadable(uint64 uva, uint64 len)
+{
+  uint64 n = 0;
+  while(n < len){
+    uint64 chunk = min(len - n, PGSIZE - (uva + n) % PGSIZE);
+    if(uprefault(uva + n, chunk, 0) < 0)
+      break;
+    n += chunk;
+  }
+  return n;
+}
+
 // Contract: block addr of ip read through the buffer cache and len bytes copied between
 // byte boff of it and user (or kernel, !user) address uva: into the block when
 // into_block, else out of it. Returns the buffer, locked, or 0 if uva is not (writable)
@@ -1030,7 +1045,9 @@ writedirect(struct inode *ip, int user_src, uint64 src, uint64 bn, uint64 nblock
 
 // Contract: write n bytes from src (user virtual address if user_src) into ip at byte
 // off, growing the file if needed; off may not lie beyond the end. Returns the bytes
-// written, which is less than n if the disk filled up or copying from src failed, or -1
+// written, which is less than n if the disk filled up or copying from src failed (the
+// bytes before the first page of src the process may not read are written, as xv6's
+// writei copies them before it meets the bad page: MIT's usertests partial_write), or -1
 // for a bad offset or a write past MAXFILE. A cached page of ip (pagecache.c) gets the
 // same bytes, so mappings see write()s; bytes of gathered blocks go to their gather. Caller
 // holds ip->lock and is inside a transaction, and keeps n small enough for the log (see
@@ -1075,6 +1092,8 @@ writei(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
       break;
     m = min(n - tot, BSIZE - off % BSIZE);
     struct buf *bp = bcopy(ip, addr, off % BSIZE, user_src, src, m, 1);
+    if(bp == 0 && user_src && (m = ureadable(src, m)) > 0)
+      bp = bcopy(ip, addr, off % BSIZE, user_src, src, m, 1);   // the bytes before it
     if(bp == 0)
       break;
     log_write(bp);

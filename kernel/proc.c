@@ -256,6 +256,7 @@ fork(void)
   // (freeing skips unmapped holes).
   np->sz = p->sz;
   np->heapbase = p->heapbase;
+  np->sbrkbytes = p->sbrkbytes;
   // Under p's vmlock, reclaim leaves p's PTEs alone while they are copied; first make
   // room for the child's pages if swap can (a copying fork needs one per page).
   acquiresleep(&p->vmlock);

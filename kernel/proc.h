@@ -100,6 +100,7 @@ struct proc {
   uint64 kstack;               // virtual address of the kernel stack
   uint64 sz;                   // size of user memory in bytes (heap top)
   uint64 heapbase;             // lowest heap address (end of the stack, set by exec)
+  uint64 sbrkbytes;            // of the heap, the bytes plain sbrk added (growproc's cap)
   pagetable_t pagetable;       // user page table
   struct trapframe *trapframe; // data page for trampoline.S
   struct context context;      // swtch() here to run the process

@@ -485,12 +485,14 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 lo, uint64 hi)
 //           the top of user space, when there is none).
 //           lazy (LAZY_ALLOC=1, or SBRK_LAZY): only p->sz rises; vmfault() maps each
 //           page on first touch. Plain sbrk still refuses an obvious overcommit, as
-//           Linux's heuristic does: a size of more than OVERCOMMIT_PCT (param.h) of RAM
-//           and swap together (sbrkcap). Room to reserve more than RAM (the point of
-//           lazy growth: a KV cache, the classic lazy lab's tests), yet finite, so that a
-//           program that grows until sbrk fails (MIT's usertests counts free memory so)
-//           stops, and a request for twice the memory fails as on an eager kernel.
-//           SBRK_LAZY promises nothing and is held only to mmap_floor.
+//           Linux's heuristic does: a heap whose part grown by plain sbrk (p->sbrkbytes)
+//           would pass OVERCOMMIT_PCT (param.h) of RAM and swap together (sbrkcap). Room
+//           to reserve more than RAM (the point of lazy growth: a KV cache, the classic
+//           lazy lab's tests), yet finite, so that a program that grows until sbrk fails
+//           (MIT's usertests counts free memory so) stops, and a request for twice the
+//           memory fails as on an eager kernel. SBRK_LAZY promises nothing and is held
+//           only to mmap_floor; what it added does not count against plain sbrk (MIT's
+//           lazy_sbrk reserves up to the trapframe with sbrklazy, then sbrk's a page).
 //           eager (LAZY_ALLOC=0, SBRK_POLICY): every new page is mapped now, or none is
 //           (out of memory: -1).
 //   shrink: releases down to sz + n, but never below p->heapbase (sbrk cannot release the
@@ -511,7 +513,7 @@ growproc(struct proc *p, int n, int how)
   if(n > 0){
     if(newsz < oldsz || newsz > mmap_floor(p))
       return -1;
-    if(how == SBRK_POLICY && PGROUNDUP(newsz) / PGSIZE > sbrkcap())
+    if(how == SBRK_POLICY && PGROUNDUP(p->sbrkbytes + n) / PGSIZE > sbrkcap())
       return -1;
     // LAB lazy: begin
     int eager = !LAZY_ALLOC && how == SBRK_POLICY;
@@ -527,11 +529,15 @@ growproc(struct proc *p, int n, int how)
       if(uvmalloc(p->pagetable, oldsz, newsz, PTE_W) == 0)
         return -1;
     }
+    if(how == SBRK_POLICY)
+      p->sbrkbytes += n;
   } else if(n < 0){
     if(newsz > oldsz || newsz < p->heapbase)
       newsz = p->heapbase;
     uvmdealloc(p->pagetable, oldsz, newsz);
     sfence_vma();
+    if(p->sbrkbytes > newsz - p->heapbase)   // a shrink releases the top first
+      p->sbrkbytes = newsz - p->heapbase;
   }
   p->sz = newsz;
   return 0;

@@ -976,13 +976,16 @@ static void op_sbrk(void)
     n = -n;
   // A grow must stay below the lowest region and within sbrk's bound; a shrink always
   // succeeds, stopping at the heap's base however far it asks (kernel/vm.c growproc).
+  // The bound counts what plain sbrk added to the heap, which this process knows only
+  // within limits (malloc grew it before): at least n, at most the whole size.
   int ok = n <= 0 || (sz + n <= sbrk_floor() && PGROUNDUP(sz + n) / PGSIZE <= sbrkcap_pages);
+  int refused = n > 0 && (sz + n > sbrk_floor() || PGROUNDUP(n) / PGSIZE > sbrkcap_pages);
   at("sbrk");
   uint64 r = (uint64)sbrk((int)n);
-  if (!ok)
+  if (refused)
     FCHECK(r == ~0UL, "sbrk(%ld) with the heap [%p, %p) returned %p", n, (void *)heapbase,
            (void *)sz, (void *)r);
-  else if (lazy || n <= 0)
+  else if (ok && (lazy || n <= 0))
     FCHECK(r == sz, "sbrk(%ld) returned %p, expected the old top %p", n, (void *)r, (void *)sz);
   else
     FCHECK(r == sz || r == ~0UL, "sbrk(%ld) returned %p, top %p", n, (void *)r, (void *)sz);
@@ -1002,7 +1005,7 @@ static void op_bigsbrk(void)
   int n = 0x7fffffff - (int)rn(PGSIZE);
   uint64 r;
   if (rn(2)) {
-    if (PGROUNDUP(sz + n) / PGSIZE <= sbrkcap_pages)
+    if (PGROUNDUP(n) / PGSIZE <= sbrkcap_pages)
       return;   // it could fit (and eager, it would map it all)
     at("sbrk");
     r = (uint64)sbrk(n);
