@@ -514,6 +514,33 @@ static void gathered(void)
   CHECK(open("utgather", O_RDONLY) == -1, "utgather still there");
 }
 
+// A write whose buffer runs from the heap's last page into the unmapped page above it
+// fails (-1), and the bytes before the bad page are in the file, as xv6 writes them
+// (MIT's usertests partial_write): the read after it and after the buffer cache was
+// refilled by other writes both show them.
+static void partialwrite(void)
+{
+  char c = 0;
+  make_file("utpart", 1, 9);
+  char *top = sbrk(0);
+  CHECK(sbrk(PGSIZE - (uint64)top % PGSIZE) != SBRK_ERROR, "sbrk to a page boundary");
+  top = sbrk(0);
+  top[-1] = 'X';
+  int fd = open("utpart", O_RDWR);
+  CHECK(fd >= 0 && write(fd, top - 1, 2) == -1, "a write running into an unmapped page "
+        "did not fail");
+  close(fd);
+  fd = open("utpart", O_RDONLY);
+  CHECK(read(fd, &c, 1) == 1 && c == 'X', "the byte before the bad page reads '%c'", c);
+  close(fd);
+  make_file("utpart2", 300 * 1024, 10);   // other blocks through the buffer cache
+  CHECK(unlink("utpart2") == 0, "unlink utpart2");
+  fd = open("utpart", O_RDONLY);
+  CHECK(read(fd, &c, 1) == 1 && c == 'X', "after other writes, the byte reads '%c'", c);
+  close(fd);
+  CHECK(unlink("utpart") == 0, "unlink utpart");
+}
+
 // Many files at once in one directory.
 static void manyfiles(void)
 {
@@ -729,6 +756,13 @@ static void sbrklazytest(void)
     exit(p[PGSIZE] == 0 ? 0 : 3);   // an untouched page reads as zero
   }
   CHECK(wait(&st) == pid && st == 0, "the child saw the lazy heap wrong: status %d", st);
+  // The reservation does not count against plain sbrk's bound (what plain sbrk added):
+  // a page more is mapped, zeroed, at the top, as MIT's usertests lazy_sbrk asks.
+  char *q = sbrk(PGSIZE);
+  CHECK(q == p + n, "sbrk(PGSIZE) after sbrklazy returned %p, not %p", q, p + n);
+  CHECK(q[0] == 0 && q[PGSIZE - 1] == 0, "the page sbrk added is not zero");
+  q[7] = 7;
+  CHECK(sbrk(-PGSIZE) == q + PGSIZE, "shrink of that page");
   CHECK(sbrk(-(int)n) == p + n, "shrink after sbrklazy");
   snap(&c);
   CHECK(c.mapped_pages == a.mapped_pages, "%ld pages still mapped after the shrink",
@@ -1024,6 +1058,7 @@ static const struct test tests[] = {
   { "filebasic", filebasic, 1 },
   { "truncate", truncate, 1 },
   { "gathered", gathered, 1 },
+  { "partialwrite", partialwrite, 1 },
   { "dirs", dirs, 1 },
   { "deadcwd", deadcwd, 1 },
   { "sbrkbasic", sbrkbasic, 1 },
