@@ -118,7 +118,7 @@ allocproc(void)
   p->pid = allocpid();
   p->state = USED;
   p->sz = 0;
-  p->heapbase = 0;
+  p->heapbase = p->sbrkbytes = 0;
   p->lazy_faults = p->cow_faults = p->cow_copies = p->cow_reuses = 0;
   p->paged_in = p->paged_out = 0;
   memset(p->vmas, 0, sizeof(p->vmas));
@@ -150,7 +150,7 @@ freeproc(struct proc *p)
     proc_freepagetable(p->pagetable, p->sz);
   p->pagetable = 0;
   p->sz = 0;
-  p->heapbase = 0;
+  p->heapbase = p->sbrkbytes = 0;
   p->pid = 0;
   p->parent = 0;
   p->name[0] = 0;
