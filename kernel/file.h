@@ -61,7 +61,7 @@ extern struct devsw devsw[];
 #define ALLOC_GATHERED 4   // with ALLOC_DIRECT: for a gathered block, so it may take a
                            // block promised to gathers (breserve)
 int  allocrun(struct inode *ip, uint64 bn, uint64 nblocks, int how, uint *first);
-void writerun(uint dev, char *data, int n, uint first);
+void writerun(struct inode *ip, char *data, int n, uint first);
 int  breserve(int n);
 void bunreserve(int n);
 

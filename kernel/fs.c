@@ -986,16 +986,18 @@ allocrun(struct inode *ip, uint64 bn, uint64 nblocks, int how, uint *first)
   return k;
 }
 
-// Contract: write the n blocks at data to blocks first, first+1, ... of dev with one
-// request, blocks newly allocated to a file (allocrun). A cached copy of any of them, left
-// from the block's former life, gets the same bytes. Caller holds the inode's lock.
+// Contract: write the n blocks at data to blocks first, first+1, ... of ip's device with
+// one request, blocks newly allocated to ip (allocrun). A cached copy of any of them, left
+// from the block's former life, gets the same bytes. Caller holds ip->lock.
 void
-writerun(uint dev, char *data, int n, uint first)
+writerun(struct inode *ip, char *data, int n, uint first)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("writerun: ip->lock");
   virtio_disk_write(data, n, first);
   for(int i = 0; i < n; i++){
-    if(bcached(dev, first + i)){
-      struct buf *bp = bread(dev, first + i);
+    if(bcached(ip->dev, first + i)){
+      struct buf *bp = bread(ip->dev, first + i);
       memmove(bp->data, data + i * BSIZE, BSIZE);
       brelse(bp);
     }
@@ -1036,7 +1038,7 @@ writedirect(struct inode *ip, int user_src, uint64 src, uint64 bn, uint64 nblock
       break;
     releasesleep(&bigread.lock);
   }
-  writerun(ip->dev, (char *)bigread.data, k, first);
+  writerun(ip, (char *)bigread.data, k, first);
   for(int i = 0; i < k; i++)
     pagecache_write(ip, bn + i, 0, (char *)bigread.data + i * BSIZE, BSIZE);
   releasesleep(&bigread.lock);

@@ -74,6 +74,8 @@ gatherinit(void)
 static struct gather *
 gclaim(struct inode *ip)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("gclaim: ip->lock");
   acquire(&gtable.lock);
   for(struct gather *g = gtable.gather; g < gtable.gather + NGATHER; g++){
     if(g->ip == 0){
@@ -91,6 +93,8 @@ gclaim(struct inode *ip)
 static void
 gend(struct inode *ip)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("gend: ip->lock");
   struct gather *g = ip->gather;
   bunreserve(g->n - g->done + GATHERSLACK);
   ip->gather = 0;
@@ -152,6 +156,8 @@ gather_append(struct inode *ip, int user_src, uint64 src, uint64 off, uint n)
 char *
 gathered(struct inode *ip, uint64 bn)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("gathered: ip->lock");
   struct gather *g = ip->gather;
   if(g == 0 || bn < g->bn || bn >= g->bn + g->n)
     return 0;
@@ -163,6 +169,8 @@ gathered(struct inode *ip, uint64 bn)
 uint64
 gather_disksize(struct inode *ip)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("gather_disksize: ip->lock");
   struct gather *g = ip->gather;
   return g ? (g->bn + g->done) * BSIZE : ip->size;
 }
@@ -175,6 +183,8 @@ gather_disksize(struct inode *ip)
 static int
 gwrite(struct inode *ip)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("gwrite: ip->lock");
   struct gather *g = ip->gather;
   if(g == 0)
     return 1;
@@ -185,7 +195,7 @@ gwrite(struct inode *ip)
                      &first);
     if(k == 0)
       break;
-    writerun(ip->dev, g->data + g->done * BSIZE, k, first);
+    writerun(ip, g->data + g->done * BSIZE, k, first);
     bunreserve(k);
     g->done += k;
     runs++;
@@ -240,6 +250,8 @@ gather_flush(struct inode *ip)
 void
 gather_drop(struct inode *ip)
 {
+  if(!holdingsleep(&ip->lock))
+    panic("gather_drop: ip->lock");
   if(ip->gather)
     gend(ip);
 }
