@@ -68,23 +68,42 @@ def test_hermetic_hides_tmp_home_and_the_callers_environment(tmp_path: Path):
     assert rest.split() == ["hidden", str(ROOT)]
 
 
-def collected(*selection: str) -> set[str]:
-    """The node ids pytest collects in this checkout with `selection` (nothing runs)."""
-    p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
-                        "-p", "no:cacheprovider", *selection], cwd=ROOT, capture_output=True,
+# One collection (nothing runs) that prints each test's node id and the markers `-m`
+# selects on: which tests a selection such as `-m quick` takes follows from them.
+COLLECT_MARKERS = """
+import sys
+import pytest
+
+class Markers:
+    def pytest_collection_finish(self, session):
+        for item in session.items:
+            names = sorted({m.name for m in item.iter_markers()})
+            print("MARKED", item.nodeid, " ".join(names), sep="\\t")
+
+sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider"], plugins=[Markers()]))
+"""
+
+
+def collected_markers() -> dict[str, set[str]]:
+    """Node id -> the names of its markers, for every test pytest collects in this
+    checkout (after tests/conftest.py has added `qemu` and `quick`)."""
+    p = subprocess.run([sys.executable, "-c", COLLECT_MARKERS], cwd=ROOT, capture_output=True,
                        text=True, stdin=subprocess.DEVNULL, timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    return {ln for ln in p.stdout.splitlines() if "::" in ln}
+    rows = [ln.split("\t")[1:] for ln in p.stdout.splitlines() if ln.startswith("MARKED\t")]
+    return {node: set(names.split()) for node, names in rows}
 
 
 def test_the_quick_tier_is_what_boots_nothing_and_one_boot():
     readme = (ROOT / "README.md").read_text()
     assert "`.venv/bin/python -m pytest -n 2 -m quick`" in readme
-    quick, not_qemu, qemu = collected("-m", "quick"), collected("-m", "not qemu"), \
-        collected("-m", "qemu")
+    marks = collected_markers()
+    quick = {node for node, names in marks.items() if "quick" in names}
+    qemu = {node for node, names in marks.items() if "qemu" in names}
+    not_qemu = set(marks) - qemu
     assert not_qemu <= quick and len(not_qemu) > 400
     assert quick - not_qemu == {"tests/harness/test_qemu.py::test_real_boot_line_and_echo"}
-    assert quick | qemu == collected()
+    assert quick | qemu == set(marks)
 
 
 GUARD_PROBE = """

@@ -12,6 +12,7 @@ which moves whole rows and so whole blocks: nothing is requantised. See docs/mod
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,14 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
+@functools.lru_cache(maxsize=2)
+def _read_gguf(path: str, size: int, mtime_ns: int) -> GGUFReader:
+    """GGUFReader on `path`, kept while the file keeps its size and time: making one takes
+    seconds (the reader makes a numpy view of every token of the vocabulary), and the
+    tokenizer, the import and their tests read the same file several times in a process."""
+    return GGUFReader(path)
+
+
 def open_gguf(path: str | Path) -> GGUFReader:
     """``GGUFReader`` on ``path``; GGUFImportError ``<path>: <why>`` for a missing,
     unreadable, empty, truncated or otherwise invalid file."""
@@ -129,7 +138,7 @@ def open_gguf(path: str | Path) -> GGUFReader:
         raise GGUFImportError(f"{p}: truncated GGUF header ({size} bytes, need "
                               f"{GGUF_HEADER_BYTES})")
     try:
-        reader = GGUFReader(p)
+        reader = _read_gguf(str(p.resolve()), size, p.stat().st_mtime_ns)
     except OSError as e:
         raise GGUFImportError(f"{p}: cannot read ({e.strerror or e})") from None
     except READER_ERRORS as e:
