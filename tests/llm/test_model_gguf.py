@@ -30,7 +30,7 @@ from nexos.model.format import (
     as_float,
     block_order,
 )
-from nexos.model.gguf_import import GGUFImportError, import_gguf, unpermute_rows
+from nexos.model.gguf_import import GGUFImportError, import_gguf, open_gguf, unpermute_rows
 from nexos.model.qblocks import GGMLBlock, QMatrix, quantize_blocks
 from nexos.model.reference import Transformer, generate
 from support import SMOLLM2_GGUF, needs_smollm2, shared_dir, shared_once
@@ -262,6 +262,18 @@ def test_unsupported_tensor_type_names_the_tensor(tmp_path):
                        "supported: F32, F16, Q8_0, Q4_1"):
         import_gguf(tmp_path / "m.gguf", tmp_path / "m.bin")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf"]
+
+
+def test_the_kept_reader_follows_the_file(tiny_gguf, tmp_path):
+    """open_gguf keeps one reader per file (making one takes seconds on a real
+    vocabulary), but a file written again under the same name is read again."""
+    path, g, _ = tiny_gguf
+    first = open_gguf(path)
+    assert open_gguf(path) is first
+    write_gguf(path, g, seed=2, tied=False)   # other weights, an output matrix more
+    again = open_gguf(path)
+    assert again is not first
+    assert {t.name for t in again.tensors} - {t.name for t in first.tensors} == {"output.weight"}
 
 
 @pytest.mark.parametrize("keep", [0.5, 0.999, 0.01])

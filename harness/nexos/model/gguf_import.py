@@ -123,7 +123,8 @@ def open_gguf(path: str | Path) -> GGUFReader:
         raise GGUFImportError(f"{p}: is a folder, not a GGUF file")
     if not p.is_file():
         raise GGUFImportError(f"{p}: no such file")
-    size = p.stat().st_size
+    st = p.stat()
+    size = st.st_size
     try:
         with open(p, "rb") as f:
             head = f.read(GGUF_HEADER_BYTES)
@@ -138,7 +139,7 @@ def open_gguf(path: str | Path) -> GGUFReader:
         raise GGUFImportError(f"{p}: truncated GGUF header ({size} bytes, need "
                               f"{GGUF_HEADER_BYTES})")
     try:
-        reader = _read_gguf(str(p.resolve()), size, p.stat().st_mtime_ns)
+        reader = _read_gguf(str(p.resolve()), size, st.st_mtime_ns)
     except OSError as e:
         raise GGUFImportError(f"{p}: cannot read ({e.strerror or e})") from None
     except READER_ERRORS as e:
