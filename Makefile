@@ -28,7 +28,7 @@ QEMU ?= qemu-system-riscv64
 DEFAULT_MEMSIZE := 512
 # The RAM (MiB) and swap disk (MiB) a configuration may have (harness/nexos/machine/limits.py
 # reads these).
-MIN_MEMSIZE := 64
+MIN_MEMSIZE := 32
 MAX_MEMSIZE := 2048
 MAX_SWAPSIZE := 4096
 DEFAULT_MODEL := build/models/smollm2-135m-instruct.bin

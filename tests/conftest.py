@@ -231,7 +231,7 @@ def fake_qemu(tmp_path: Path) -> dict[str, Path | str]:
     echo), with commands `crash` (panic), `hang`, `noeol`, `echo X`, `tests`, usertests
     (pass), lazytests (fail), cowtests (panic), and the default smolprobe run (seed output).
     Also a fake checkout (`repo`) whose build/lazy1-cow1 holds a kernel and both images,
-    and so does build/lazy1-cow1-mem64, the small checks' machine (grade.py)."""
+    and so does build/lazy1-cow1-mem32, the small checks' machine (grade.py)."""
     script = tmp_path / "fake-qemu"
     script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(FAKE_QEMU))
     os.chmod(script, 0o755)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from nexos.course.grade import small_check_config
 from nexos.machine.config import BuildConfig, matrix
 from nexos.programs.kvcache import KvShape, active_pages_est, max_kv_pages
 from support import children_of, default_sigint, proc_alive
@@ -63,12 +64,12 @@ def test_run_exit_status_follows_the_commands(build_kernel, repo):
 
 
 def checkout_with_wrong_kernel(eager_dir: Path, tmp_path: Path) -> Path:
-    """A fake checkout whose build/lazy1-cow1 (and build/lazy1-cow1-mem64, the grade's
+    """A fake checkout whose build/lazy1-cow1 (and build/lazy1-cow1-mem32, the grade's
     small machine) holds the eager (lazy0-cow0) kernel."""
     fake = tmp_path / "checkout"
     (fake / "kernel").mkdir(parents=True)
     (fake / "user").mkdir()
-    for folder in ("lazy1-cow1", "lazy1-cow1-mem64"):
+    for folder in ("lazy1-cow1", small_check_config(BuildConfig(1, 1)).name):
         (fake / "build" / folder).mkdir(parents=True)
         shutil.copy(eager_dir / "kernel", fake / "build" / folder / "kernel")
         (fake / "build" / folder / "fs.img").symlink_to(eager_dir / "fs.img")

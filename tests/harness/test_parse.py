@@ -483,7 +483,7 @@ def test_build_config_names_and_validation():
         with pytest.raises(ConfigError):
             BuildConfig.parse(bad)
     with pytest.raises(ConfigError):
-        BuildConfig(1, 1, memsize=32)
+        BuildConfig(1, 1, memsize=16)
 
 
 def test_the_transcripts_used_here_exist():

@@ -210,7 +210,7 @@ def test_the_hog_goes_with_swap():
     (["--swap", "-5"], 2, "--swap"),
     (["--cpus", "0"], 2, "--cpus"),
     (["--jobs", "0"], 2, "--jobs"),
-    (["--mem", "32"], 1, "MEMSIZE must be between"),
+    (["--mem", "16"], 1, "MEMSIZE must be between"),
     (["--bogus"], 2, "No such option"),
 ])
 def test_bad_options_are_one_line(args, code, words):
@@ -279,7 +279,7 @@ def test_swap_and_the_hog_are_clean(build_kernel, repo, lazy, cow):
     """With a swap disk the guest runs --hog: pages go out and come back while the workers'
     system calls use them, and every page and slot comes back at the end. Each flag's two
     policies: the hog fills its memory before the workers start, so an eager sbrk meets no
-    faulting workers (docs/fuzz.md, "Known findings"). In 64 MiB of RAM: the hog is
+    faulting workers (docs/fuzz.md, "Known findings"). In 32 MiB of RAM: the hog is
     filled in a second, and the workers, under the same pressure, make some fifty times
     the calls they make beside the 500 MiB hog of the default RAM."""
     build_kernel(BuildConfig(lazy, cow, HOG_MEMSIZE))

@@ -1,11 +1,11 @@
 """Swap: the second virtio disk and everything around it. Without QEMU: `make SWAPSIZE=`, the
 boot line's `swap=`, BuildConfig.swapsize, QemuSession's private swap disk (on the fake QEMU)
-and `--swap` of `nexos run`/`grade`. Booted for real, in all four configurations with 64 MiB
-of RAM and 256 MiB of swap: swaptest as the swap lab's grade check runs it (a process uses
-2x RAM and gets every word back; a cold region two processes share goes to swap rather than
-a working set) and the other test programs with swap in the machine; and the fuzzer and
-usertests on the debug kernel of `make KDEBUG=pageout`, where every copy's page is paged out
-again right after its fault."""
+and `--swap` of `nexos run`/`grade`. Booted for real, in all four configurations on the
+smallest machine (MIN_MEMSIZE of RAM, four times that of swap): swaptest as the swap lab's
+grade check runs it (a process uses 2x RAM and gets every word back; a cold region two
+processes share goes to swap rather than a working set) and the other test programs with
+swap in the machine; and the fuzzer and usertests on the debug kernel of `make
+KDEBUG=pageout`, where every copy's page is paged out again right after its fault."""
 
 from __future__ import annotations
 

@@ -72,8 +72,8 @@ static void bigfork(void)
       for (int i = 0; i < n; i += 97)
         if (*(int *)(p + (long)i * PGSIZE) != i * 3 + 1)
           exit(3);
-      for (int i = 0; i < 10; i++)
-        p[(long)i * 1000 * PGSIZE + 8] = 1;
+      for (int i = 0; i < 10; i++)   // ten pages spread over the region, at any RAM size
+        p[(long)i * (n / 10) * PGSIZE + 8] = 1;
       snap(&b);
       // A page the fork found paged out comes back private (swap.c): no COW copy then.
       uint64 copies = b.cow_copies - a.cow_copies;
