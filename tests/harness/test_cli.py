@@ -321,6 +321,36 @@ def test_plot_plan_runs_what_its_charts_need():
     assert PlotPlan((1, 2, 3), 40, (), ()).configs() == [eager, lazy]  # '' skips a chart
 
 
+def test_plot_reads_the_default_seq_len_point_from_the_lazy_trace_run(monkeypatch, tmp_path):
+    """The saved-fraction point at smolprobe's default seq_len asks for what the lazy trace
+    run ran (--trace only adds lines): it is not run again, and write_plots takes its
+    SUMMARY from that run; a point at another seq_len comes from its own run."""
+    import nexos.programs.plot as plot
+    from nexos.machine.limits import SMOLPROBE_SEQ_LEN
+    from nexos.parse import parse_smolprobe
+    from nexos.programs.compare import ProbeRun
+
+    plan = plot.PlotPlan((1, 2, 3), 10, (64, SMOLPROBE_SEQ_LEN), ())
+    assert [r.command() for _, r in plan.probes()] == [
+        "smolprobe --prompt-tokens 1,2,3 --gen-len 10 --trace"] * 2 + [
+        "smolprobe --prompt-tokens 1,2,3 --gen-len 10 --seq-len 64"]
+    transcripts = Path(__file__).resolve().parents[1] / "transcripts"
+    # another run's numbers for the 64 point (an eager kernel's: nothing saved), so that
+    # which run gave which point shows
+    trace, single = (parse_smolprobe((transcripts / f"{n}.txt").read_text())
+                     for n in ("host-trace", "guest-seed-lazy0-cow0"))
+    assert trace.summary and single.summary and trace.summary != single.summary
+    runs = [ProbeRun(c, r.command(), res)
+            for (c, r), res in zip(plan.probes(), [trace, trace, single])]
+    points: list = []
+    monkeypatch.setattr(plot, "plot_trace", lambda series, out, mx: out)
+    monkeypatch.setattr(plot, "plot_saved", lambda p, out: points.extend(p) or out)
+    plot.write_plots(plan, runs, tmp_path)
+    assert [(n, saved) for n, saved, _ in points] == [
+        (64, float(single.summary.saved_percent)),
+        (SMOLPROBE_SEQ_LEN, float(trace.summary.saved_percent))]
+
+
 def test_compare_runs_the_single_request_then_the_samples_runs():
     from nexos.programs.compare import compare_probes
     from nexos.records import ProbeRequest

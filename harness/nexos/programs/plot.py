@@ -7,7 +7,7 @@ runs. matplotlib loads slowly: the command line imports this module only for `ne
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import matplotlib
@@ -18,7 +18,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from nexos.machine.config import BuildConfig  # noqa: E402
-from nexos.machine.limits import PAGE_SIZE  # noqa: E402
+from nexos.machine.limits import PAGE_SIZE, SMOLPROBE_SEQ_LEN  # noqa: E402
 from nexos.parse import TraceStep  # noqa: E402
 from nexos.programs.compare import Probe, ProbeRun  # noqa: E402
 from nexos.programs.serve import concurrency  # noqa: E402
@@ -123,11 +123,18 @@ class PlotPlan:
         return [ProbeRequest(self.prompt, min(self.gen_len, max(n - len(self.prompt), 0)),
                              seq_len=n) for n in self.seq_lens]
 
+    def is_trace_run(self, req: ProbeRequest) -> bool:
+        """Whether saved-fraction request req is what the lazy trace run already ran: the
+        same tokens in a reservation of smolprobe's default seq_len (--trace only adds the
+        per-token lines). Its point is read from that run instead of running it again."""
+        return req == replace(self.trace_request(), trace=False, seq_len=SMOLPROBE_SEQ_LEN)
+
     def probes(self) -> list[Probe]:
-        """Every run the figures need, in the order write_plots expects the runs."""
+        """Every run the figures need, in the order write_plots expects the runs: each
+        one once (a saved-fraction point the lazy trace run gives is not run again)."""
         trace = self.trace_request()
         probes: list[Probe] = [(EAGER, trace), (LAZY, trace)]
-        probes += [(LAZY, req) for req in self.saved_requests()]
+        probes += [(LAZY, req) for req in self.saved_requests() if not self.is_trace_run(req)]
         for n in self.branches:
             samples = ProbeRequest(self.prompt, self.branch_gen_len, samples=n)
             probes += [(COW, samples), (LAZY, samples)]
@@ -142,7 +149,10 @@ def write_plots(plan: PlotPlan, runs: list[ProbeRun], out_dir: Path) -> list[Pat
     PNGs written. ProbeFailed when a run has no usable result."""
     out_dir.mkdir(parents=True, exist_ok=True)
     trace_runs, runs = runs[:2], runs[2:]
-    saved_runs, branch_runs = runs[:len(plan.seq_lens)], runs[len(plan.seq_lens):]
+    ran = sum(not plan.is_trace_run(req) for req in plan.saved_requests())
+    saved_iter, branch_runs = iter(runs[:ran]), runs[ran:]
+    saved_runs = [trace_runs[1] if plan.is_trace_run(req) else next(saved_iter)
+                  for req in plan.saved_requests()]
     series = {f"{x.config.label} ({x.config.name})": x.usable("trace", lambda r: r.trace).trace
               for x in trace_runs}
     written = [plot_trace(series, out_dir / "kv_pages_vs_tokens.png",
