@@ -51,8 +51,8 @@ class CheckSpec:
 SWAP_PER_RAM = 4
 # The RAM a small check (and a swap check) boots with, at most. Those checks fill RAM: lazytests'
 # lazyoom and cowtests' fills fault in every free page, one at a time (about 5.5 s at 512 MiB
-# in a lazy kernel, under 1 s at 32), and swaptest fills it several times over (about 20 s at
-# 32 MiB, 50 s at 64, minutes at 512). What they prove (every page counted, out of memory
+# in a lazy kernel, under 1 s at 32), and swaptest fills it several times over (about 23 s at
+# 32 MiB, 52 s at 64, minutes at 512). What they prove (every page counted, out of memory
 # met without a panic, pages moved between RAM and the disk) the smallest machine shows as
 # well as 2 GiB.
 SMALL_CHECK_MEMSIZE = MIN_MEMSIZE
