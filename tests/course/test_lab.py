@@ -22,8 +22,6 @@ from nexos.course.grade import (
     CHECK_NAMES,
     DEFAULT_CHECK_NAMES,
     OPT_IN_CHECK_NAMES,
-    SMALL_CHECK_MEMSIZE,
-    SWAP_PER_RAM,
     check_swapsize,
     default_checks,
     grade_config,
@@ -41,11 +39,17 @@ from nexos.machine.config import BuildConfig, matrix
 from nexos.machine.qemu import QemuSession
 from nexos.model.tokenizer import GGUF_ENV, smollm2_missing
 from nexos.parse import find_panic
-from support import BY_DESIGN, SMOLLM2_GGUF, path_lock, shared_dir, shared_once
+from support import (
+    BY_DESIGN,
+    SMALL_MEMSIZE,
+    SMALL_SWAPSIZE,
+    SMOLLM2_GGUF,
+    path_lock,
+    shared_dir,
+    shared_once,
+)
 
 REPO = Path(__file__).resolve().parents[2]
-SMALL = SMALL_CHECK_MEMSIZE   # MiB: the RAM of the small checks' machine
-SMALL_SWAP = SWAP_PER_RAM * SMALL   # MiB: its swap disk, as a swap check boots it
 EAGER, LAZY, COW, BOTH = BuildConfig(0, 0), BuildConfig(1, 0), BuildConfig(0, 1), BuildConfig(1, 1)
 
 
@@ -265,7 +269,7 @@ def test_lab_plan():
 
 
 def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatch):
-    """The swaptest check boots a machine of its own: at most SMALL MiB of RAM, with
+    """The swaptest check boots a machine of its own: at most SMALL_MEMSIZE of RAM, with
     check_swapsize's disk (4x RAM, or the grade's --swap when larger; at most the Makefile's
     4096 MiB); the other checks keep the configuration's boot. On the fake QEMU, whose boot
     line reports the disk it got."""
@@ -274,9 +278,9 @@ def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatc
         2048, 512, 1024, 512, 4096]
     assert [swap_check_config(BuildConfig(0, 1, memsize=m, swapsize=s)) for m, s in
             [(512, 0), (128, 0), (2048, 1024)]] == [
-        BuildConfig(0, 1, memsize=SMALL, swapsize=SMALL_SWAP),
-        BuildConfig(0, 1, memsize=SMALL, swapsize=SMALL_SWAP),
-        BuildConfig(0, 1, memsize=SMALL, swapsize=1024)]
+        BuildConfig(0, 1, memsize=SMALL_MEMSIZE, swapsize=SMALL_SWAPSIZE),
+        BuildConfig(0, 1, memsize=SMALL_MEMSIZE, swapsize=SMALL_SWAPSIZE),
+        BuildConfig(0, 1, memsize=SMALL_MEMSIZE, swapsize=1024)]
     (swaptest,) = select_checks(["swaptest"])
     assert swaptest.swap and swaptest.command == "swaptest"
     assert not any(c.swap for c in select_checks(list(DEFAULT_CHECK_NAMES)))
@@ -293,23 +297,24 @@ def test_swaptest_check_brings_its_own_swap_disk(fake_qemu, tmp_path, monkeypatc
     results = grade_config(fake_qemu["repo"], cfg, select_checks(["usertests", "swaptest"]),
                            transcript_dir=logs)
     assert [(r.name, r.passed) for r in results] == [("usertests", True), ("swaptest", False)]
-    small_log = f"lazy1-cow1-mem{SMALL}-swap{SMALL_SWAP}.log"
+    small_log = f"lazy1-cow1-mem{SMALL_MEMSIZE}-swap{SMALL_SWAPSIZE}.log"
     assert sorted(f.name for f in logs.iterdir()) == [small_log, "lazy1-cow1.log"]
-    assert f"mem={SMALL}M swap={SMALL_SWAP}M" in (logs / small_log).read_text()
+    assert f"mem={SMALL_MEMSIZE}M swap={SMALL_SWAPSIZE}M" in (logs / small_log).read_text()
     assert " swap=" not in (logs / "lazy1-cow1.log").read_text()
     assert not list((fake_qemu["repo"] / "build").glob("nexos-swap-*"))  # the disk is gone
 
 
 def test_the_checks_that_fill_ram_boot_the_smallest_machine(fake_qemu, tmp_path, monkeypatch):
     """lazytests and cowtests fault in every free page, one at a time: they boot a machine
-    of their own, the configuration's flags and disks with at most SMALL MiB of RAM, and so
+    of their own, the configuration's flags and disks with at most SMALL_MEMSIZE of RAM, and so
     does a course's own lazytests.c that replaces the built-in; usertests keeps the
     configuration's boot. On the fake QEMU, whose boot line reports the RAM it got."""
     assert [c.name for c in default_checks() if c.small] == ["lazytests", "cowtests"]
     assert [small_check_config(BuildConfig(1, 0, memsize=m, swapsize=s)) for m, s in
-            [(512, 0), (2048, 512), (SMALL, 0)]] == [
-        BuildConfig(1, 0, memsize=SMALL), BuildConfig(1, 0, memsize=SMALL, swapsize=512),
-        BuildConfig(1, 0, memsize=SMALL)]
+            [(512, 0), (2048, 512), (SMALL_MEMSIZE, 0)]] == [
+        BuildConfig(1, 0, memsize=SMALL_MEMSIZE),
+        BuildConfig(1, 0, memsize=SMALL_MEMSIZE, swapsize=512),
+        BuildConfig(1, 0, memsize=SMALL_MEMSIZE)]
     hidden_src = tmp_path / "lazytests.c"
     hidden_src.write_text("int main(void) { return 0; }\n")
     _, hidden = hidden_checks([str(hidden_src)])
@@ -325,10 +330,10 @@ def test_the_checks_that_fill_ram_boot_the_smallest_machine(fake_qemu, tmp_path,
     assert [(r.name, r.passed) for r in results] == [
         ("usertests", True), ("lazytests", False), ("cowtests", False)]
     assert "panic" in results[2].message
-    small_log = f"lazy1-cow1-mem{SMALL}.log"
+    small_log = f"lazy1-cow1-mem{SMALL_MEMSIZE}.log"
     assert sorted(f.name for f in logs.iterdir()) == [small_log, "lazy1-cow1.log"]
     small, own = ((logs / f).read_text() for f in (small_log, "lazy1-cow1.log"))
-    assert f"mem={SMALL}M" in small and "mem=512M" not in small
+    assert f"mem={SMALL_MEMSIZE}M" in small and "mem=512M" not in small
     assert "lazytests" in small and "cowtests" in small
     assert "mem=512M" in own and "lazytests" not in own
 
@@ -364,8 +369,8 @@ def test_starter_of_this_checkout(tmp_path):
     assert "`kernel/vm.c`: `growproc()`, `userpte()`" in labmd
     assert "`kernel/kalloc.c`: `krefinc_ptes()`, `kshared_ptes()`" in labmd
     # each lab's test program tried on the machine the grade boots it on (the small one)
-    assert f"make qemu LAZY_ALLOC=1 COW_ALLOC=0 MEMSIZE={SMALL}\n$ lazytests" in labmd
-    assert f"make qemu LAZY_ALLOC=0 COW_ALLOC=1 MEMSIZE={SMALL}\n$ cowtests" in labmd
+    assert f"make qemu LAZY_ALLOC=1 COW_ALLOC=0 MEMSIZE={SMALL_MEMSIZE}\n$ lazytests" in labmd
+    assert f"make qemu LAZY_ALLOC=0 COW_ALLOC=1 MEMSIZE={SMALL_MEMSIZE}\n$ cowtests" in labmd
 
 
 def test_mmap_starter_of_this_checkout(tmp_path):
@@ -410,7 +415,8 @@ def test_swap_starter_of_this_checkout(tmp_path):
             "`swap_free_slots()`") in labmd
     assert "`kernel/fault.c`: `swapfault()`" in labmd
     assert "`kernel/vm.c`: `forkleaves()`" in labmd
-    assert f"make qemu LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE={SMALL} SWAPSIZE={SMALL_SWAP}" in labmd
+    assert (f"make qemu LAZY_ALLOC=1 COW_ALLOC=1 MEMSIZE={SMALL_MEMSIZE} "
+            f"SWAPSIZE={SMALL_SWAPSIZE}") in labmd
     assert "$ swaptest pattern" in labmd and "\"Swap and reclaim\"" in labmd
     assert "make grade LAB=swap" in labmd
     for cfg in matrix():
@@ -494,8 +500,7 @@ def test_eager_starter_is_a_working_kernel(starters):
         assert passed(out), f"{cmd}:\n{out[-3000:]}"
 
 
-SWAP_STARTER = BuildConfig(1, 1, memsize=SMALL_CHECK_MEMSIZE,
-                           swapsize=check_swapsize(BuildConfig(1, 1, memsize=SMALL_CHECK_MEMSIZE)))
+SWAP_STARTER = BuildConfig(1, 1, memsize=SMALL_MEMSIZE, swapsize=SMALL_SWAPSIZE)
 # lab -> (configuration, commands that must fail with these lines, commands that must pass)
 MECHANISM_GONE = {
     "lazy": (LAZY, {"lazytests": ["test sparse: FAILED", "test sysbuf: FAILED"]},
@@ -510,9 +515,10 @@ MECHANISM_GONE = {
     # booted with a swap disk no slot is ever free: every test that needs more than RAM fails
     # (an eager sbrk, a lazy fault killed), nothing panics; cowtests' bigfork sees the disk
     # and wants its child that writes more than RAM to finish; the rest is as without swap
-    # (at SMALL MiB, as the swap lab's grade below: the starter's tests that fill RAM fill less)
+    # (on the small machine, as the swap lab's grade below: the starter's tests that fill RAM
+    # fill less)
     "swap": (SWAP_STARTER,
-             {"swaptest": [f"swap_slots={SMALL_SWAP * 256} swap_slots_used=0",
+             {"swaptest": [f"swap_slots={SMALL_SWAPSIZE * 256} swap_slots_used=0",
                            "test pattern: FAILED",
                            "test fork: FAILED", "test exit: FAILED", "test leakcheck: OK"],
               "cowtests bigfork": ["test bigfork: FAILED child writing"]},
@@ -538,10 +544,10 @@ def test_starter_lacks_the_mechanism(starters, lab_):
         assert passed(outs[cmd]), f"{cmd}:\n{outs[cmd][-3000:]}"
 
 
-# The swap lab's check as the grade runs it (its own machine: SMALL MiB, a disk of 4x RAM),
+# The swap lab's check as the grade runs it (its own machine: SMALL_MEMSIZE, a disk of 4x RAM),
 # in both policies.
-SWAP_LAB_CONFIGS = [BuildConfig(0, 0, memsize=SMALL_CHECK_MEMSIZE),
-                    BuildConfig(1, 1, memsize=SMALL_CHECK_MEMSIZE)]
+SWAP_LAB_CONFIGS = [BuildConfig(0, 0, memsize=SMALL_MEMSIZE),
+                    BuildConfig(1, 1, memsize=SMALL_MEMSIZE)]
 
 
 @pytest.mark.qemu

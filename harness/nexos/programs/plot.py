@@ -148,11 +148,10 @@ def write_plots(plan: PlotPlan, runs: list[ProbeRun], out_dir: Path) -> list[Pat
     """Draw plan's figures into out_dir from the runs of plan.probes() (in that order); the
     PNGs written. ProbeFailed when a run has no usable result."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    trace_runs, runs = runs[:2], runs[2:]
-    ran = sum(not plan.is_trace_run(req) for req in plan.saved_requests())
-    saved_iter, branch_runs = iter(runs[:ran]), runs[ran:]
-    saved_runs = [trace_runs[1] if plan.is_trace_run(req) else next(saved_iter)
+    trace_runs, rest = runs[:2], iter(runs[2:])
+    saved_runs = [trace_runs[1] if plan.is_trace_run(req) else next(rest)
                   for req in plan.saved_requests()]
+    branch_runs = list(rest)
     series = {f"{x.config.label} ({x.config.name})": x.usable("trace", lambda r: r.trace).trace
               for x in trace_runs}
     written = [plot_trace(series, out_dir / "kv_pages_vs_tokens.png",
