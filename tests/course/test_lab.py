@@ -37,6 +37,7 @@ from nexos.course.lab.plan import lab_checks, lab_plan, mechanism_plan, nonlab_p
 from nexos.course.lab.starter import StarterError, collect_regions, make_starter, source_files
 from nexos.machine.config import BuildConfig, matrix
 from nexos.machine.qemu import QemuSession
+from nexos.machine.treecopy import copy_tree
 from nexos.model.tokenizer import GGUF_ENV, smollm2_missing
 from nexos.parse import find_panic
 from support import (
@@ -470,8 +471,7 @@ class Starters:
         that changes the tree or runs long in it: the shared tree's lock is held only while
         copying, so the other worker's tests of that lab do not wait for this one."""
         with self.use(lab_) as tree:
-            shutil.copytree(tree, dest, symlinks=True,
-                            ignore=shutil.ignore_patterns(".venv", "assets"))
+            copy_tree(tree, dest, shutil.ignore_patterns(".venv", "assets"))
         return dest
 
 
