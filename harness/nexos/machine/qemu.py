@@ -33,6 +33,7 @@ import pexpect
 from nexos.machine.config import DEFAULT_MEMSIZE, BuildConfig
 from nexos.machine.limits import CHECKOUT
 from nexos.machine.toolchain import find_qemu
+from nexos.machine.treecopy import copy_sparse
 from nexos.parse import BootInfo, ParseError, find_usertraps, parse_boot_line
 
 PROMPT = "$ "
@@ -166,14 +167,7 @@ def persistent_copy(image: Path, dest: Path | None = None) -> Path:
         fd, name = tempfile.mkstemp(prefix="nexos-", suffix=".img")
         os.close(fd)
         dest = Path(name)
-    chunk = 1 << 20
-    with image.open("rb") as src, dest.open("wb") as out:
-        while data := src.read(chunk):
-            if data.count(0) == len(data):
-                out.seek(len(data), os.SEEK_CUR)   # a hole
-            else:
-                out.write(data)
-        out.truncate()
+    copy_sparse(image, dest)
     return dest
 
 

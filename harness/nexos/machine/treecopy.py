@@ -4,7 +4,8 @@ make writes fs.img and fs-llm.img as sparse files (mkfs sizes the image, then wr
 blocks it uses): 256 MiB and more each, most of it holes. A plain copy (shutil.copy2) reads
 the holes as zeroes and writes every one, about 600 MiB a configuration folder and a second
 of system time; copying only the data keeps the copy as small as the original. A batch grade
-copies the pristine starter, builds and all, for every submission (docs/lab.md).
+copies the pristine starter, builds and all, for every submission (docs/lab.md), and a
+persistent session boots a copy of its image (nexos.machine.qemu.persistent_copy).
 """
 
 from __future__ import annotations
