@@ -32,13 +32,7 @@ from typing import Any
 from nexos.course.lab.gradescope import extra_tests, reference_hash
 from nexos.course.lab.gradetree import GradeSpec, failed_outcome, grade_tree
 from nexos.course.lab.starter import make_starter
-from nexos.course.lab.submission import (
-    SubmissionError,
-    compile_harness,
-    content_hash,
-    prepare_tree,
-    student_files,
-)
+from nexos.course.lab.submission import SubmissionError, content_hash, prepare_tree, student_files
 from nexos.course.report import grade_junit
 from nexos.machine.config import BuildConfig, host_cores
 
@@ -148,7 +142,6 @@ def _pristine(src: Path, lab: str, work: Path, cfgs: list[BuildConfig], llm: boo
             if bad:
                 raise BatchError(f"the starter tree does not build ({bad[0].config.name}): "
                                  f"{bad[0].last_error}")
-            compile_harness(dest)
             (dest / ".built").write_text(starter.commit + "\n")
         return dest, starter.commit
 

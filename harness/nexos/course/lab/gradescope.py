@@ -25,13 +25,7 @@ from typing import Any
 
 from nexos.course.lab.gradetree import GradeSpec, Outcome, failed_outcome, grade_tree
 from nexos.course.lab.starter import make_starter
-from nexos.course.lab.submission import (
-    PreparedTree,
-    SubmissionError,
-    compile_harness,
-    prepare_tree,
-    student_files,
-)
+from nexos.course.lab.submission import PreparedTree, SubmissionError, prepare_tree, student_files
 from nexos.machine.config import BuildConfig, host_cores
 from nexos.records import CheckResult
 
@@ -194,7 +188,6 @@ def prepare(source: Path) -> None:
     bad = [b for b in built if not b.ok]
     if bad:
         raise SystemExit(f"setup: the pristine starter tree does not build: {bad[0].last_error}")
-    compile_harness(starter)
     print(f"setup: built {', '.join(c.name for c in [*cfgs, *small])} in {starter}")
 
 

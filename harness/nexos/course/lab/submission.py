@@ -10,7 +10,6 @@ edited test program or grader changes nothing.
 
 from __future__ import annotations
 
-import compileall
 import hashlib
 import os
 import shutil
@@ -164,19 +163,12 @@ def unpack(submission: Path, scratch: Path) -> Path:
     return root
 
 
-def compile_harness(pristine: Path) -> None:
-    """Byte-compile the pristine tree's harness, once, where it is built: each copy keeps
-    the __pycache__ folders and the sources' times, so the grade of every submission, which
-    runs the copy's harness, imports it without compiling it again (about a second a grade)."""
-    compileall.compile_dir(pristine / "harness", quiet=1)
-
-
 def copy_pristine(pristine: Path, dest: Path) -> None:
     """A fresh copy of the pristine tree (its build/ too, so make only redoes what the
-    student's files change; the disk images stay sparse) with its compiled harness;
-    build/assets and build/models are links to the pristine's."""
+    student's files change; the disk images stay sparse); build/assets and build/models
+    are links to the pristine's."""
     def ignore(folder: str, names: list[str]) -> set[str]:
-        skip = {n for n in names if n in SKIPPED_NAMES and n != "__pycache__"}
+        skip = {n for n in names if n in SKIPPED_NAMES}
         if Path(folder) == pristine / "build":
             skip |= {n for n in names if n in SHARED_BUILD_DIRS}
         return skip
