@@ -36,7 +36,7 @@ CFG = "lazy1-cow0"
 PLAN = ["--lab", "lazy", "--configs", CFG, "--checks", "lazytests,cowtests"]
 # A hang is stopped by the per-submission limit (a check's own limit is 600 s); grading
 # a submission that does not hang takes a few seconds.
-TIMEOUT = "60"
+TIMEOUT = "40"
 LAZY_FAULT = "  p->lazy_faults++;\n"
 # The hanging submission's first lazy fault never returns. It sleeps rather than spins:
 # the batch sees the same hang (no prompt until its time limit), and QEMU idles meanwhile
