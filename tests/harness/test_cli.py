@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -375,3 +376,23 @@ def test_probe_request_text_flags():
     req = ProbeRequest.from_args(["--prompt=Hello", "--gen-len", "3", "--stop-at-eos"])
     assert req.args() == ["--prompt", "Hello", "--gen-len", "3", "--stop-at-eos"]
     assert ProbeRequest.from_args([]).args() == ["--prompt-tokens", "1,2,3", "--gen-len", "10"]
+
+
+def test_cores_and_harts_follow_the_cpus_the_process_may_use():
+    """`nexos` counts the cores as `nproc` does, the Makefile's qemu-llm too: under
+    `taskset -c 0` one core, so one job at a time and one hart for the model's boot (a
+    second hart would have no core to run on), as `nexos chat --help` shows."""
+    def under(*prefix: str) -> tuple[int, int, int, int]:
+        """(host_cores, llm_cpus, nproc, the --cpus default chat's help shows)."""
+        def out(*argv: str) -> str:
+            return subprocess.run([*prefix, *argv], capture_output=True, text=True,
+                                  check=True).stdout
+        cores, harts = out(sys.executable, "-c", "from nexos.machine.config import "
+                           "host_cores, llm_cpus; print(host_cores(), llm_cpus())").split()
+        shown = re.search(r"--cpus .*?\[default: (\d+);",
+                          " ".join(out(sys.executable, "-m", "nexos", "chat", "--help").split()))
+        assert shown is not None
+        return int(cores), int(harts), int(out("nproc")), int(shown[1])
+    assert under("taskset", "-c", "0") == (1, 1, 1, 1)
+    cores, harts, nproc, shown = under()
+    assert cores == nproc and harts == shown == min(2, nproc)

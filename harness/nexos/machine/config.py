@@ -12,16 +12,22 @@ DEFAULT_CPUS = 1
 LLM_CPUS = 2  # harts the model's programs boot with where the host has the cores (make qemu-llm)
 
 
+def host_cores() -> int:
+    """The host's cores this process may run on, as `nproc` counts them (the Makefile's
+    qemu-llm asks nproc): its CPU affinity, which taskset, a cgroup's cpuset or a batch
+    scheduler may narrow below the machine's count. How many QEMUs run side by side by
+    default (nexos grade --jobs) and how many harts a model's boot gets (llm_cpus)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):   # no affinity on this platform
+        return os.cpu_count() or 1
+
+
 def llm_cpus() -> int:
     """Harts for a boot that runs the model (nexos chat, nexos probe): LLM_CPUS where the
     host has that many cores, else 1 (smolprobe splits its matvecs across them, docs/harts.md;
     a guest hart without a host core only waits)."""
-    return min(LLM_CPUS, os.cpu_count() or 1)
-
-
-def host_cores() -> int:
-    """The host's cores: how many QEMUs run side by side by default (nexos grade --jobs)."""
-    return os.cpu_count() or 1
+    return min(LLM_CPUS, host_cores())
 
 
 DEFAULT_SWAPSIZE = 0  # MiB; no swap disk

@@ -13,7 +13,6 @@ doctor`'s is).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import sys
@@ -246,7 +245,7 @@ def config_list(ctx: click.Context, param: click.Parameter, values: tuple[str, .
 
 def fuzz_cpus() -> int:
     """FUZZ_CPUS harts where the host has that many cores, else 1."""
-    return min(FUZZ_CPUS, os.cpu_count() or 1)
+    return min(FUZZ_CPUS, host_cores())
 
 
 @click.command()
