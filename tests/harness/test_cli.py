@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import nexos.course.cli as course_cli
 import nexos.machine.cli as machine_cli
 from nexos.cli import cli
-from nexos.machine.config import BuildConfig
+from nexos.machine.config import LLM_CPUS, BuildConfig
 
 COMMANDS = ["build", "run", "probe", "compare", "grade", "plot", "model"]
 
@@ -395,4 +395,4 @@ def test_cores_and_harts_follow_the_cpus_the_process_may_use():
         return int(cores), int(harts), int(out("nproc")), int(shown[1])
     assert under("taskset", "-c", "0") == (1, 1, 1, 1)
     cores, harts, nproc, shown = under()
-    assert cores == nproc and harts == shown == min(2, nproc)
+    assert cores == nproc and harts == shown == min(LLM_CPUS, nproc)
