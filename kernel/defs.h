@@ -73,6 +73,7 @@ void            krefinc_ptes(pte_t *, int n); // one more reference per valid PT
 int             kshared_ptes(pte_t *, int n); // leaves of a table mapping shared pages
 int             krefcount(void *);     // current references to an allocated page
 int             ksoleref(void *);      // exactly one reference? (lockless; see kalloc.c)
+int             krefpeek(void *);      // references, read without the lock (a hint)
 void            krefinc(void *);       // one more reference to an allocated page
 void            krefinc_pages(char **pas, int n); // one more reference to each, one lock hold
 uint64          kfreepages(void);      // pages on the free list

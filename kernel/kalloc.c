@@ -214,7 +214,16 @@ krefcount(void *pa)
 int
 ksoleref(void *pa)
 {
-  return __atomic_load_n(&refs[pageindex(pa, "ksoleref: bad page")], __ATOMIC_RELAXED) == 1;
+  return krefpeek(pa) == 1;
+}
+
+// Contract: the references to the allocated page pa, read without kmem.lock, for
+// reclaim's scan (swap.c's sharedfile): a hint it may act on only where a count that
+// changes meanwhile does no harm.
+int
+krefpeek(void *pa)
+{
+  return __atomic_load_n(&refs[pageindex(pa, "krefpeek: bad page")], __ATOMIC_RELAXED);
 }
 
 // Contract: how many valid user (PTE_U) leaves of ptes[0..n) map a page with more than

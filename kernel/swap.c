@@ -13,8 +13,9 @@
 // Reclaim is a clock (second chance) over the resident user pages of every process. The
 // hand is (process slot, user address). A page the hand passes with PTE_A set (the MMU
 // sets it on every access) loses the bit; one still clear when the hand comes round again
-// was not touched for a whole turn and goes: a clean file page is dropped (it comes back
-// from the page cache or the file, at no write), an anonymous page that p's PTE alone
+// was not touched for a whole turn and goes: a clean file page that p's PTE alone maps is
+// dropped (it comes back from the page cache or the file, at no write; one that other
+// PTEs map too stays, sharedfile says why), an anonymous page that p's PTE alone
 // maps is paged out (see uvmpageout below for the pages it leaves alone, and why), and an
 // anonymous page that several PTEs map (COW fork shared it) goes out once for all of
 // them, judged by all their accessed bits: the reverse map, kernel/rmap.c, finds and
@@ -223,6 +224,21 @@ sharedanon(pte_t pte)
          !ksoleref((void *)PTE2PA(pte));
 }
 
+// Contract: whether pte maps a file page that another PTE maps too: more references than
+// the page cache's and this PTE's (fork shared the mapping: the model that smolserve's
+// server and every worker map). Reclaim leaves it: dropping one of its PTEs frees nothing,
+// and dropping them one by one, each judged by its own accessed bit alone, frees a page
+// the other mappers are still reading, which they then read back from the disk for every
+// token. It can go once one mapping is left. Read without kmem.lock (krefpeek): a count
+// that changes meanwhile only keeps a page one turn more or drops one PTE of a page that
+// the page cache then keeps for its other mappers.
+static int
+sharedfile(pte_t pte)
+{
+  return (pte & (PTE_V | PTE_U | PTE_FILE)) == (PTE_V | PTE_U | PTE_FILE) &&
+         krefpeek((void *)PTE2PA(pte)) > 2;
+}
+
 // Contract: one step of reclaim's clock (below) over the user leaves of pagetable, from
 // page-aligned va up to TRAPFRAME, one level-0 table at a time. It looks at up to
 // maxscan PTEs (holes and paged-out ones included) or until nout pages are chosen. A
@@ -235,6 +251,7 @@ sharedanon(pte_t pte)
 // An anonymous page with more than one reference (sharedanon) is not judged here: its va
 // goes to shared[] (*nshared of them, at most maxscan), for rmap_pageout to judge with
 // all its PTEs; one whose PTE_A is clear here counts against nout, as it may go.
+// A file page another PTE maps too (sharedfile) stays, its PTE_A untouched.
 // out[] gets the page (the PTE's reference, now the caller's), the slot (NOSLOT for a
 // dropped file page) and va. *n = pages chosen, *nscan = PTEs seen (a region without a
 // table counts as one). Returns where to go on, or 0 once past the end.
@@ -266,6 +283,8 @@ uvmpageout(pagetable_t pagetable, uint64 va, int maxscan, struct pageout *out, i
         shared[(*nshared)++] = va;
         continue;
       }
+      if(sharedfile(*pte))
+        continue;
       // LAB swap: begin the clock's choice for this PTE: second chance, drop or page out
       if((*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
         continue;
