@@ -279,7 +279,8 @@ def test_boot_line_says_the_swap(build_kernel, repo, swapsize):
             "(make qemu SWAPSIZE=MiB, nexos run --swap MiB)"]
     else:
         assert out.strip().splitlines() == [
-            "swaptest: no test named nosuch (pattern, bigsbrk, fork, exit, sharedcold, full)",
+            "swaptest: no test named nosuch (pattern, bigsbrk, fork, exit, sharedcold, "
+            "sharedfile, full)",
             "SOME TESTS FAILED"]
 
 
@@ -326,6 +327,16 @@ def check_sharedcold(kv: dict[str, str], cow: int) -> None:
     assert int(kv["last_walk_ins"]) <= ws // 8, kv
 
 
+def check_sharedfile(kv: dict[str, str], ram: int) -> None:
+    """sharedfile's numbers: a 512-page file a parent and its sleeping child map, under a
+    heap of 1.5x RAM: reclaim dropped none of its pages while both mapped it (the child saw
+    every page still mapped, or the test fails), and dropped them once the parent's mapping
+    was the only one; every byte read back right."""
+    assert int(kv["file_pages"]) == 512 and int(kv["heap_pages"]) == 3 * ram // 2, kv
+    assert int(kv["dropped_shared"]) == 0, kv
+    assert 0 < int(kv["dropped_alone"]) <= 512 and kv["bad_bytes"] == "0", kv
+
+
 def balanced(name: str, kv: dict[str, str]) -> None:
     """Every frame and slot back: a frame more free is a slot more used (a sleeping
     process's page that reclaim moved to swap), nothing else."""
@@ -354,7 +365,8 @@ def test_swaptest(build_kernel, repo, tmp_path, lazy, cow):
     assert (int(head[4]), int(head[5])) == (lazy, cow)
     assert slots == SWAPSIZE * 256  # one 4 KiB slot per page of the disk
     t = ok_lines(out)
-    assert set(t) == {"pattern", "bigsbrk", "fork", "exit", "sharedcold", "full"}, out
+    assert set(t) == {"pattern", "bigsbrk", "fork", "exit", "sharedcold", "sharedfile",
+                      "full"}, out
     p = t["pattern"]
     assert (int(p["pages"]), int(p["ram_pages"])) == (2 * ram, ram)
     assert int(p["words"]) == 2 * ram * 512 and p["bad_words"] == "0"
@@ -368,6 +380,7 @@ def test_swaptest(build_kernel, repo, tmp_path, lazy, cow):
     assert int(t["exit"]["pages"]) == 2 * ram and int(t["exit"]["swap_outs"]) > 0
     assert int(t["full"]["status"]) == (-1 if lazy else 8)
     check_sharedcold(t["sharedcold"], cow)
+    check_sharedfile(t["sharedfile"], ram)
     for name, kv in t.items():
         balanced(name, kv)
     assert "test leakcheck: OK" in out

@@ -4,7 +4,7 @@
 //
 //   swaptest           run every test
 //   swaptest -q        the quick ones (all but full)
-//   swaptest NAME...   only those: pattern, bigsbrk, fork, exit, sharedcold, full
+//   swaptest NAME...   only those: pattern, bigsbrk, fork, exit, sharedcold, sharedfile, full
 //
 // The first line says what the kernel has (swaptest: total_pages=.. swap_slots=.. ...). Then
 // one line per test, "test NAME: OK key=value ..." with the numbers it saw, or "test NAME:
@@ -429,6 +429,99 @@ static void sharedcold(void)
           (long)us[SHARED_WALKS - 1], last_ins, shared_outs, outs);
 }
 
+// A file both a parent and its child map. The parent maps a file of FILE_PAGES pages
+// (MAP_PRIVATE, read only: clean file pages) and forks a child, which reads every page and
+// sleeps on a pipe, its PTEs going cold; the parent, not touching the file either, fills
+// and reads a heap of 1.5x RAM, so that reclaim's clock turns over everything. The pages
+// both map stay in both: dropping one of two PTEs frees nothing, and dropping both, each
+// judged by its own accessed bit, would make every mapper read the page back from the disk
+// (kernel/swap.c, sharedfile). Once the child has exited, the parent's mapping is the only
+// one, and the same pressure drops its cold file pages. Every byte read through the
+// mapping afterwards is the file's. The child exits 0, or 20 when it no longer maps every
+// page of the file after the pressure, 21 when it read a wrong byte, 22 when its pipes
+// failed.
+#define FILE_PAGES 512
+#define FILE_SEED 7
+#define FILE_PATH "swaptest.map"
+
+// The bytes of the mapped file at f that differ from make_file's pattern; with every
+// == 0 only the first byte of each page is read (to map the page, or keep it warm).
+static uint64 verify_file(char *f, int every)
+{
+  uint64 bad = 0;
+  for (uint64 i = 0; i < FILE_PAGES * PGSIZE; i += every ? 1 : PGSIZE)
+    bad += f[i] != pattern(FILE_SEED, i);
+  return bad;
+}
+
+static void fileholder(char *f, int ready, int go)
+{
+  struct memstat m;
+  char c = 0;
+  if (verify_file(f, 0) != 0)
+    exit(21);
+  if (write(ready, "r", 1) != 1 || read(go, &c, 1) != 1)
+    exit(22);
+  msnap2(&m);
+  if (m.file_pages < FILE_PAGES)
+    exit(20);
+  exit(verify_file(f, 1) ? 21 : 0);
+}
+
+static void sharedfile(void)
+{
+  struct memstat m0, m1, m2, m3;
+  int ready[2], go[2], pid, fd, st = -99;
+  uint64 n, bad;
+  char c, *f, *p;
+
+  make_file(FILE_PATH, FILE_PAGES * PGSIZE, FILE_SEED);
+  fd = open(FILE_PATH, O_RDONLY);
+  CHECK(fd >= 0, "cannot open %s", FILE_PATH);
+  f = mmap(0, FILE_PAGES * PGSIZE, PROT_READ, MAP_PRIVATE, fd, 0);
+  CHECK(f != (char *)-1, "mmap of %d pages of %s failed", FILE_PAGES, FILE_PATH);
+  CHECK(verify_file(f, 0) == 0, "the mapping does not hold the file");
+  msnap2(&m0);
+  n = fit(&m0, m0.total_pages * 3 / 2, 8);
+  CHECK(pipe(ready) == 0 && pipe(go) == 0, "pipe");
+  pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    close(ready[0]);
+    close(go[1]);
+    fileholder(f, ready[1], go[0]);
+  }
+  close(ready[1]);
+  close(go[0]);
+  CHECK(read(ready[0], &c, 1) == 1, "the child died before it had read the file");
+  p = grow(n);
+  fill(p, 0, n, 1, SEED_A);
+  bad = verify(p, 0, n, 1, SEED_A);
+  msnap(&m1);
+  CHECK(write(go[1], "g", 1) == 1, "write to the child");
+  CHECK(wait(&st) == pid, "wait returned the wrong pid");
+  CHECK(st == 0, "child status %d (20: reclaim dropped pages of the file the parent maps too, "
+        "21: it read a wrong byte, 22: its pipes failed)", st);
+  close(ready[0]);
+  close(go[1]);
+  msnap2(&m2);
+  bad += verify(p, 0, n, 1, SEED_A);
+  msnap(&m3);
+  CHECK(bad == 0, "%ld words of the heap wrong", (long)bad);
+  CHECK(m3.file_pages < FILE_PAGES && delta(m2.dropped_file_pages, m3.dropped_file_pages) > 0,
+        "the mapping of the file is the parent's alone and cold, yet reclaim dropped none of "
+        "its pages (%ld of %d mapped)", (long)m3.file_pages, FILE_PAGES);
+  bad = verify_file(f, 1);
+  CHECK(bad == 0, "%ld bytes of the file read wrong through the mapping", (long)bad);
+  CHECK(munmap(f, FILE_PAGES * PGSIZE) == 0, "munmap");
+  close(fd);
+  CHECK(unlink(FILE_PATH) == 0, "unlink %s", FILE_PATH);
+  shrink(n);
+  fprintf(stats_fd, "file_pages=%d heap_pages=%ld dropped_shared=%ld dropped_alone=%ld "
+          "bad_bytes=0", FILE_PAGES, (long)n, delta(m0.dropped_file_pages, m1.dropped_file_pages),
+          delta(m2.dropped_file_pages, m3.dropped_file_pages));
+}
+
 // A child wants more than RAM and swap together. LAZY_ALLOC=1: it reserves that with
 // sbrklazy (plain sbrk refuses it at once) and the fault that finds both full kills it
 // (status -1). LAZY_ALLOC=0: an sbrk fails once both are full, changing nothing, and it
@@ -501,6 +594,7 @@ static const struct swtest tests[] = {
   { "fork", forktest, 1 },
   { "exit", exittest, 1 },
   { "sharedcold", sharedcold, 1 },
+  { "sharedfile", sharedfile, 1 },
   { "full", full, 0 },
   { 0, 0, 0 },
 };
@@ -567,9 +661,8 @@ int main(int argc, char **argv)
     for (const struct swtest *t = tests; t->name; t++)
       known |= strcmp(argv[i], t->name) == 0;
     if (!known) {
-      printf("swaptest: no test named %s (pattern, bigsbrk, fork, exit, sharedcold, full)\n"
-             "SOME TESTS FAILED\n",
-             argv[i]);
+      printf("swaptest: no test named %s (pattern, bigsbrk, fork, exit, sharedcold, "
+             "sharedfile, full)\nSOME TESTS FAILED\n", argv[i]);
       exit(1);
     }
   }
