@@ -206,6 +206,7 @@ def test_sharded_batch_equals_the_unsharded_one_and_reruns_grade_nothing(submiss
     stamps = {p.name: p.stat().st_mtime_ns for p in whole.glob("*.json")}
     again = batch(subs, src, whole)
     assert "0 graded, 9 already graded" in again.stdout, again.stdout + again.stderr
+    assert not list(whole.glob(".work/pristine-*/.built"))   # nothing to grade: no build
     assert {p.name: p.stat().st_mtime_ns for p in whole.glob("*.json")
             if not p.name.startswith("manifest")} == stamps
     book = merge([whole], tmp_path / "book-whole")

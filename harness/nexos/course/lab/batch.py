@@ -49,10 +49,12 @@ class Batch:
     """What every submission of one batch is graded against."""
 
     spec: GradeSpec            # hidden tests as absolute paths
-    pristine: Path             # the starter tree, built for the plan's configurations
+    pristine: Path             # the starter tree, built (build_pristine) before a grade
     names: tuple[str, ...]     # the student files
     reference: str
     timeout: float
+    configs: tuple[BuildConfig, ...] = ()   # what build_pristine builds
+    llm: bool = False                       # ... with the model's image
     python: str = sys.executable
 
     def key(self, submission: Path) -> str:
@@ -124,31 +126,42 @@ def _share_model_assets(tree: Path) -> None:
     link.symlink_to(SMOLLM2_ASSETS)
 
 
-def _pristine(src: Path, lab: str, work: Path, cfgs: list[BuildConfig], llm: bool
-              ) -> tuple[Path, str]:
-    """work/pristine-<commit>: the lab's starter tree, built; made once per starter commit
-    (shards sharing RESULTS/ wait for each other here)."""
-    from nexos.machine.build import build_all
-
+def _pristine(src: Path, lab: str, work: Path) -> tuple[Path, str]:
+    """work/pristine-<commit>: the lab's starter tree, made once per starter commit and put
+    there unbuilt unless a built one is there already (shards sharing RESULTS/ wait for
+    each other here); and that commit."""
     with locked(work / ".lock"), tempfile.TemporaryDirectory(prefix="nexos-batch-") as tmp:
         starter = make_starter(src, lab, Path(tmp) / "starter")
         dest = work / f"pristine-{starter.commit[:12]}"
         if not (dest / ".built").is_file():
             shutil.rmtree(dest, ignore_errors=True)
             shutil.move(str(starter.out), dest)
-            if llm:
-                _share_model_assets(dest)
-            bad = [b for b in build_all(dest, cfgs, llm=llm) if not b.ok]
-            if bad:
-                raise BatchError(f"the starter tree does not build ({bad[0].config.name}): "
-                                 f"{bad[0].last_error}")
-            (dest / ".built").write_text(starter.commit + "\n")
         return dest, starter.commit
+
+
+def build_pristine(batch: Batch) -> None:
+    """Build the batch's starter tree for its configurations, once: run_batch calls it
+    before the first grade, so a batch with nothing left to grade builds nothing.
+    BatchError when the starter does not build."""
+    from nexos.machine.build import build_all
+
+    dest = batch.pristine
+    with locked(dest.parent / ".lock"):
+        if (dest / ".built").is_file():
+            return
+        if batch.llm:
+            _share_model_assets(dest)
+        bad = [b for b in build_all(dest, list(batch.configs), llm=batch.llm) if not b.ok]
+        if bad:
+            raise BatchError(f"the starter tree does not build ({bad[0].config.name}): "
+                             f"{bad[0].last_error}")
+        (dest / ".built").write_text(dest.name + "\n")
 
 
 def make_batch(src: Path, spec: GradeSpec, results: Path, extra_dir: Path | None = None,
                extra_student_files: tuple[str, ...] = (), timeout: float = 2400.0) -> Batch:
-    """Make (or reuse) the pristine tree in RESULTS/.work and the batch's reference hash."""
+    """Make (or reuse) the pristine tree in RESULTS/.work, unbuilt, and the batch's
+    reference hash."""
     from nexos.course.grade import select_checks
 
     extra = extra_tests(extra_dir)
@@ -158,11 +171,11 @@ def make_batch(src: Path, spec: GradeSpec, results: Path, extra_dir: Path | None
     names = student_files(src, spec.lab, extra_student_files)
     cfgs = [BuildConfig.parse(n) for n in spec.config_names()]
     llm = any(c.llm for _, ns in spec.plan() for c in select_checks(ns))
-    pristine, commit = _pristine(src.resolve(), spec.lab, results.resolve() / WORK, cfgs, llm)
+    pristine, commit = _pristine(src.resolve(), spec.lab, results.resolve() / WORK)
     relative = GradeSpec(spec.lab, spec.configs, spec.checks,
                          tuple(f"extra-tests/{n}" for n in extra), spec.timeout_scale)
     return Batch(full, pristine, tuple(names), reference_hash(commit, relative, names, extra),
-                 timeout)
+                 timeout, tuple(cfgs), llm)
 
 
 def grade_one(batch: Batch, student: str, entry: Path, results: Path, jobs: int = 1
@@ -207,11 +220,14 @@ def already_graded(results: Path, student: str, key: str) -> bool:
 def run_batch(batch: Batch, submissions: list[tuple[str, Path]], results: Path, jobs: int,
               shard: tuple[int, int], on_done: Callable[[str, dict[str, Any] | None], None]
               | None = None) -> dict[str, Any]:
-    """Grade this shard's submissions (skipping those graded with the same key) and write
-    its manifest; the manifest as data."""
+    """Grade this shard's submissions (skipping those graded with the same key; the
+    starter tree is built only if one is left) and write its manifest; the manifest as
+    data. BatchError when the starter does not build."""
     results.mkdir(parents=True, exist_ok=True)
     mine = shard_of(submissions, *shard)
     todo = [(s, e) for s, e in mine if not already_graded(results, s, batch.key(e))]
+    if todo:
+        build_pristine(batch)
     skipped = sorted({s for s, _ in mine} - {s for s, _ in todo})
     for s in skipped:
         if on_done:
