@@ -53,8 +53,8 @@ class Batch:
     names: tuple[str, ...]     # the student files
     reference: str
     timeout: float
-    configs: tuple[BuildConfig, ...] = ()   # what build_pristine builds
-    llm: bool = False                       # ... with the model's image
+    configs: tuple[BuildConfig, ...]   # what build_pristine builds
+    llm: bool                          # ... with the model's image
     python: str = sys.executable
 
     def key(self, submission: Path) -> str:
