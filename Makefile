@@ -1,14 +1,15 @@
 # NexOS build.
 #
-#   make [LAZY_ALLOC=0|1] [COW_ALLOC=0|1] [MEMSIZE=MiB]   kernel, user programs, fs.img
-#   make qemu      ... [SWAPSIZE=MiB]                      build and boot to the shell
+#   make [LAZY_ALLOC=0|1] [COW_ALLOC=0|1]                 kernel, user programs, fs.img
+#   make qemu      ... [MEMSIZE=MiB] [CPUS=N] [SWAPSIZE=MiB]  build and boot to the shell
 #   make qemu-llm  ... [MODEL=real|synth|path]             the same with the LLM image (model.bin)
 #   make qemu-gdb  ...                                     boot and wait for gdb
 #   make gdb                                               gdb-multiarch on that boot (.gdbinit)
 #   make clean                                             remove every configuration's build
 #
-# Each flag configuration builds into its own folder, build/lazy<L>-cow<C>[-mem<M>][-kdebug-pageout]/, so
-# configurations never share objects and can be booted side by side.
+# Each flag configuration builds into its own folder, build/lazy<L>-cow<C>[-kdebug-pageout]/, so
+# configurations never share objects and can be booted side by side. MEMSIZE, CPUS and
+# SWAPSIZE only shape the boot: the kernel finds its RAM, harts and swap disk at boot.
 
 LAZY_ALLOC ?= 1
 COW_ALLOC ?= 1
@@ -26,10 +27,13 @@ QEMU ?= qemu-system-riscv64
 
 # MiB of guest RAM by default (the harness reads it here: harness/nexos/machine/limits.py)
 DEFAULT_MEMSIZE := 512
-# The RAM (MiB) and swap disk (MiB) a configuration may have (harness/nexos/machine/limits.py
-# reads these).
-MIN_MEMSIZE := 32
-MAX_MEMSIZE := 2048
+# The RAM (MiB) a boot may have: kernel/param.h's MINRAM_MB and MAXRAM_MB, their one home (the
+# kernel checks the RAM it boots with against them). The swap disk (MiB) a boot may have
+# (harness/nexos/machine/limits.py reads this). A folder that holds only this Makefile (the
+# model targets) has no kernel/ and no RAM to check.
+RAM_LIMITS := $(wildcard kernel/param.h)
+MIN_MEMSIZE := $(if $(RAM_LIMITS),$(shell sed -n 's/^\#define MINRAM_MB *\([0-9]*\).*/\1/p' $(RAM_LIMITS)))
+MAX_MEMSIZE := $(if $(RAM_LIMITS),$(shell sed -n 's/^\#define MAXRAM_MB *\([0-9]*\).*/\1/p' $(RAM_LIMITS)))
 MAX_SWAPSIZE := 4096
 DEFAULT_MODEL := build/models/smollm2-135m-instruct.bin
 SYNTH_MODEL := build/models/smollm-135m-int8-seed0.bin
@@ -42,8 +46,10 @@ endif
 ifeq ($(filter $(COW_ALLOC),0 1),)
 $(error COW_ALLOC must be 0 or 1, not '$(COW_ALLOC)')
 endif
+ifneq ($(RAM_LIMITS),)
 ifeq ($(shell [ "$(MEMSIZE)" -ge $(MIN_MEMSIZE) ] 2>/dev/null && [ "$(MEMSIZE)" -le $(MAX_MEMSIZE) ] 2>/dev/null && echo ok),)
 $(error MEMSIZE must be a number of MiB between $(MIN_MEMSIZE) and $(MAX_MEMSIZE), not '$(MEMSIZE)')
+endif
 endif
 # SWAPSIZE only sizes the swap disk QEMU is given (the kernel finds the disk at boot), so it
 # changes no build folder; 0 boots without one.
@@ -85,14 +91,14 @@ OBJDUMP = $(TOOLPREFIX)objdump
 AR = $(TOOLPREFIX)ar
 HOSTCC ?= gcc
 
-CFG := lazy$(LAZY_ALLOC)-cow$(COW_ALLOC)$(if $(filter-out $(DEFAULT_MEMSIZE),$(MEMSIZE)),-mem$(MEMSIZE))$(if $(KDEBUG),-kdebug-$(KDEBUG))
+CFG := lazy$(LAZY_ALLOC)-cow$(COW_ALLOC)$(if $(KDEBUG),-kdebug-$(KDEBUG))
 B := build/$(CFG)
 
 COMMON_CFLAGS = -Wall -Werror -O2 -fno-omit-frame-pointer -ggdb -gdwarf-2 -mcmodel=medany \
 	-ffreestanding -fno-common -nostdlib -fno-stack-protector -fno-pie -no-pie -I. -MMD -MP
 
 KCFLAGS = $(COMMON_CFLAGS) -march=rv64imac_zicsr_zifencei -mabi=lp64 \
-	-DLAZY_ALLOC=$(LAZY_ALLOC) -DCOW_ALLOC=$(COW_ALLOC) -DMEMSIZE_MB=$(MEMSIZE) \
+	-DLAZY_ALLOC=$(LAZY_ALLOC) -DCOW_ALLOC=$(COW_ALLOC) \
 	$(if $(KDEBUG),-DKDEBUG_PAGEOUT=1)
 
 UCFLAGS = $(COMMON_CFLAGS) -march=rv64gc -mabi=lp64d -ffp-contract=off \
@@ -144,10 +150,9 @@ UPROG_NAMES := $(CLASSIC_PROGS) $(TEST_PROGS) $(FOLDER_PROGS)
 # on the image in name order, as mkfs numbers the inodes
 UPROGS := $(patsubst %,$(B)/user/_%,$(sort $(UPROG_NAMES)))
 
-# User programs see the configured RAM size too: PHYSTOP in kernel/memlayout.h follows
-# MEMSIZE_MB for the kernel and user programs alike (docs/userland.md). The build folder is
-# per MEMSIZE, so objects of different sizes never mix.
-UCFLAGS += -DMEMSIZE_MB=$(MEMSIZE)
+# User programs see the booted RAM size too: with NEXOS_USER, PHYSTOP in kernel/memlayout.h
+# asks memstat (docs/userland.md), so one build serves every MEMSIZE.
+UCFLAGS += -DNEXOS_USER
 ULINK = $(LD) -z max-page-size=4096 -T user/user.ld -o $@
 
 $(B)/obj/user/%.o: user/%.c

@@ -34,7 +34,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def file_pages(cfg: BuildConfig) -> int:
     """Pages of the model file the image carries as /model.bin (the prepared form of the
     checkpoint its model.list names)."""
-    listed = repo() / "build" / cfg.name / "model.list"
+    listed = cfg.build_dir(repo()) / "model.list"
     source = listed.read_text().strip()
     prepared = repo() / "build" / "models" / "prepared" / source.rsplit("/", 1)[-1]
     if not prepared.is_file():

@@ -41,6 +41,8 @@ int             filewrite(struct file*, uint64, int n);
 extern uint64    boot_fdt;           // its physical address, set by start() on hart 0
 int             fdt_cpu_count(void);  // cpu@ nodes under /cpus; 0: no usable tree
 int             fdt_cpus(const uchar*, uint64);  // the same, of a blob in memory
+int             fdt_ram(uint64 *base, uint64 *size);  // RAM's range: 0, or -1: no usable tree
+int             fdt_memory(const uchar*, uint64, uint64*, uint64*);  // the same, of a blob
 
 // fs.c
 void            fsinit(int);
@@ -67,6 +69,7 @@ void            itrunc(struct inode*);
 
 // kalloc.c -- physical pages, each with a reference count (see kalloc.c)
 void            kinit(void);
+void*           kcarve(uint64 n);      // boot only, before any kalloc: n zeroed bytes, kept for good
 void*           kalloc(void);          // a page with refcount 1, or 0 when memory is exhausted
 void            kfree(void *);         // drop one reference; the page is freed when none remain
 void            krefinc_ptes(pte_t *, int n); // one more reference per valid PTE's page (COW fork)

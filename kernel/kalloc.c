@@ -5,8 +5,12 @@
 //   - a free list of pages that were allocated once and freed since (linked through
 //     the first word of each free page), and
 //   - the "untouched" range [fresh, PHYSTOP): pages never handed out since boot.
-//     kinit() therefore touches no page of RAM, so boot costs the same for 16 MiB
-//     and for 2 GiB; a page is first written when somebody allocates it.
+//     kinit() therefore writes no page it will hand out (only the ones it carves for
+//     refs[], below); a page is first written when somebody allocates it.
+//
+// Tables sized by RAM (refs[] below, the page cache's entries) are carved at boot, by
+// kcarve(), from the bottom of the free pages, before the first kalloc(): RAM's size is
+// known only then (the device tree, main.c), and one build boots at every size.
 //
 // Reference counts: refs[i] counts the references to the page at KERNBASE + i*PGSIZE.
 // A reference is owned by whoever will call kfree() for it: normally one user PTE
@@ -30,7 +34,7 @@
 #define KALLOC_DEBUG 0
 #endif
 
-#define NPHYSPAGES ((PHYSTOP - KERNBASE) / PGSIZE)
+#define NPHYSPAGES ((PHYSTOP - KERNBASE) / PGSIZE)  // RAM's pages, kernel image included
 
 extern char end[];  // first address after the kernel image; see kernel.ld
 
@@ -46,11 +50,13 @@ static struct {
   struct spinlock lock;
   struct freepage *freelist; // freed pages
   uint64 fresh;              // lowest never-allocated page; [fresh, PHYSTOP) is free
-  uint64 first;              // lowest page the allocator manages: PGROUNDUP(end)
+  uint64 first;              // lowest page the allocator manages: above the kernel image
+                             // and the tables kcarve() took; fixed after boot
   uint64 nfree;              // pages on the free list + pages in [fresh, PHYSTOP)
 } kmem;
 
-static uint16 refs[NPHYSPAGES];
+// refs[i] for the page at KERNBASE + i*PGSIZE, NPHYSPAGES of them: carved by kinit().
+static uint16 *refs;
 
 // Contract: the index of pa in refs[]. Panics unless pa is a page-aligned address
 // of a page this allocator manages: passing anything else is a kernel bug.
@@ -63,7 +69,8 @@ pageindex(void *pa, char *who)
   return (a - KERNBASE) / PGSIZE;
 }
 
-// Contract: set up the allocator over [PGROUNDUP(end), PHYSTOP). Called once, by hart 0,
+// Contract: set up the allocator over [PGROUNDUP(end), PHYSTOP), less the reference
+// counts it carves for itself. Called once, by hart 0, after main() has set PHYSTOP and
 // before any kalloc(). Touches no free page (see the top of this file).
 void
 kinit(void)
@@ -75,6 +82,29 @@ kinit(void)
   kmem.fresh = kmem.first;
   kmem.freelist = 0;
   kmem.nfree = (PHYSTOP - kmem.first) / PGSIZE;
+  refs = kcarve(NPHYSPAGES * sizeof(refs[0]));
+}
+
+// Contract: n bytes of zeroed, page-aligned memory that the caller keeps forever, for a
+// table sized by RAM. They are the lowest free pages, which the allocator then no longer
+// manages (ktotalpages() shrinks by as many). Valid only at boot, on hart 0, after kinit()
+// and before the first kalloc(), while every free page is still in one untouched run;
+// panics if called later, or if RAM cannot hold n bytes and leave a page to allocate.
+void *
+kcarve(uint64 n)
+{
+  uint64 pages = PGROUNDUP(n) / PGSIZE;
+  char *p = (char *)kmem.first;
+
+  if(kmem.first == 0 || kmem.fresh != kmem.first || kmem.freelist != 0)
+    panic("kcarve: not between kinit() and the first kalloc()");
+  if(pages >= kmem.nfree)
+    panic("kcarve: RAM too small");
+  memset(p, 0, pages * PGSIZE);
+  kmem.first += pages * PGSIZE;
+  kmem.fresh = kmem.first;
+  kmem.nfree -= pages;
+  return p;
 }
 
 // Contract: return one page of physical memory with reference count 1, or 0 when no

@@ -8,6 +8,32 @@
 // Set by hart 0 when the shared kernel state is ready; the other harts wait for it.
 static volatile int started = 0;
 
+// The end of RAM, PHYSTOP (memlayout.h): set by hart 0 in raminit(), before kinit(), from
+// the device tree; never changed after, so every reader may read it without a lock.
+uint64 phystop;
+
+// Contract: set phystop from the RAM the device tree lists. Hart 0, paging off, before
+// kinit() (after which the tree's pages may be handed out) and any use of PHYSTOP. The
+// tree is QEMU's, not user input, so RAM this kernel cannot run in is a boot error:
+// panics unless RAM starts at KERNBASE and is a whole number of MiB in
+// [MINRAM_MB, MAXRAM_MB].
+static void
+raminit(void)
+{
+  uint64 base, size, mib = 1024*1024;
+
+  if(fdt_ram(&base, &size) < 0)
+    panic("raminit: the device tree lists no RAM");
+  if(base != KERNBASE || size % mib != 0 ||
+     size < MINRAM_MB * mib || size > MAXRAM_MB * mib){
+    printf("raminit: the device tree lists RAM at %p of %ld bytes; this kernel needs RAM "
+           "at %p of a whole number of MiB from %d to %d\n",
+           (void *)base, size, (void *)KERNBASE, MINRAM_MB, MAXRAM_MB);
+    panic("raminit: RAM this kernel cannot use");
+  }
+  phystop = base + size;
+}
+
 // Contract: wait until the harts the device tree lists (at most NCPU) have counted
 // themselves, so that nharts() is final before the configuration line. QEMU starts them
 // all at once, but on a busy host a hart's thread may first run many ms later. The wait
@@ -34,7 +60,9 @@ main(void)
     int listed = fdt_cpu_count();   // before kinit() reuses the blob's memory
     consoleinit();
     printfinit();
+    raminit();
     kinit();
+    pagecacheinit();  // sizes its table by RAM: before the first kalloc()
     wait_for_harts(listed);
     kvminit();
     kvminithart();
@@ -46,13 +74,12 @@ main(void)
     binit();
     iinit();
     fileinit();
-    pagecacheinit();
     virtio_disk_init();
     swapinit();
     oominit();
     userinit();
     printf("nexos: LAZY_ALLOC=%d COW_ALLOC=%d cpus=%d mem=%dM swap=%dM\n",
-           LAZY_ALLOC, COW_ALLOC, nharts(), MEMSIZE_MB, swap_mb());
+           LAZY_ALLOC, COW_ALLOC, nharts(), (int)((PHYSTOP - KERNBASE) >> 20), swap_mb());
     __sync_synchronize();
     started = 1;
   } else {

@@ -29,15 +29,24 @@
 #define PLIC_SPRIORITY(hart) (PLIC + 0x201000 + (hart)*0x2000)
 #define PLIC_SCLAIM(hart)    (PLIC + 0x201004 + (hart)*0x2000)
 
-// The kernel maps RAM one-to-one from KERNBASE to PHYSTOP. The Makefile passes
-// -DMEMSIZE_MB=$(MEMSIZE) to the kernel and to user programs (built-in and EXTRA_UPROGS)
-// alike, so a user program sizing a test from PHYSTOP - KERNBASE sees the configured RAM
-// (docs/userland.md). It has no default: the Makefile's DEFAULT_MEMSIZE is its one home.
-#ifndef MEMSIZE_MB
-#error "MEMSIZE_MB (guest RAM in MiB) comes from the Makefile: -DMEMSIZE_MB=$(MEMSIZE)"
-#endif
+// The kernel maps RAM one-to-one from KERNBASE to PHYSTOP. The RAM size is not compiled
+// in: one build boots with any QEMU -m from MINRAM_MB to MAXRAM_MB (param.h).
+//   - The kernel reads it from the device tree at boot: hart 0 sets phystop in main()
+//     before kinit(), and nothing changes it after, so reading it needs no lock.
+//   - A user program (the Makefile compiles them with -DNEXOS_USER) asks the kernel:
+//     ramtop() in user/ulib.c, KERNBASE + memstat's memsize_mb, asked once and remembered.
+//     So a test that sizes itself from PHYSTOP - KERNBASE sees the RAM it booted with.
 #define KERNBASE 0x80000000L
-#define PHYSTOP  (KERNBASE + (uint64)MEMSIZE_MB*1024*1024)
+#define MAXPHYSTOP (KERNBASE + (uint64)MAXRAM_MB*1024*1024)  // PHYSTOP never exceeds it
+#ifndef __ASSEMBLER__       // (a .S file may include this for the addresses)
+#ifdef NEXOS_USER
+uint64 ramtop(void);
+#define PHYSTOP ramtop()
+#else
+extern uint64 phystop;
+#define PHYSTOP phystop
+#endif
+#endif
 
 // The trampoline page sits at the top of every address space, user and kernel.
 #define TRAMPOLINE (MAXVA - PGSIZE)

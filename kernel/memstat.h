@@ -19,7 +19,7 @@ struct memstat {
   int lazy_alloc;      // kernel configuration: LAZY_ALLOC (0 or 1)
   int cow_alloc;       // kernel configuration: COW_ALLOC (0 or 1)
   int ncpu;            // harts running
-  int memsize_mb;      // guest RAM in MiB (MEMSIZE)
+  int memsize_mb;      // guest RAM in MiB, as booted (QEMU -m: make MEMSIZE)
   uint64 file_pages;   // this process's mapped leaves that map a page-cache page (PTE_FILE:
                        // mmap'd file pages not yet copied by a private store)
   uint64 pagecache_pages; // pages the page cache holds (whole system; kernel/pagecache.c)

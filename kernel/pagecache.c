@@ -38,6 +38,7 @@
 // starter keeps the chain helpers lookup(), insert(), drop() and gethit() for them.
 #include "kernel/types.h"
 #include "kernel/param.h"
+#include "kernel/memlayout.h"
 #include "kernel/riscv.h"
 #include "kernel/spinlock.h"
 #include "kernel/sleeplock.h"
@@ -51,8 +52,9 @@
 
 // The cache may list half of RAM: enough to map the default model (98 MB) or the
 // synthetic one (143 MB) in the default 512 MiB; past that, mmap fails (eager, or
-// MAP_POPULATE) or the faulting process is killed (lazy).
-#define NPCACHE (MEMSIZE_MB * 128)
+// MAP_POPULATE) or the faulting process is killed (lazy). RAM is known at boot only, so
+// the entries are carved then (pagecacheinit); NPCACHE is their number, fixed after.
+#define NPCACHE (pcache.nentries)
 #define NPHASH 4096    // hash chains; an entry is on the chain of hash(dev, inum, pgno)
 #define NONE (-1)      // the end of a chain or of the free list
 
@@ -65,8 +67,9 @@ struct cpage {
 };
 
 static struct {
-  struct spinlock lock;          // protects every field below
-  struct cpage pages[NPCACHE];
+  struct cpage *pages;           // the NPCACHE entries, carved at boot; fixed after
+  int nentries;                  // NPCACHE: half of RAM's pages; fixed after boot
+  struct spinlock lock;          // protects the entries and every field below
   int chain[NPHASH];             // first entry of each hash chain, or NONE
   int free;                      // first free entry, or NONE
   int npages;                    // entries in use (memstat's pagecache_pages)
@@ -78,11 +81,14 @@ hash(uint dev, uint inum, uint64 pgno)
   return (int)((pgno + 7919UL * inum + 104729UL * dev) % NPHASH);
 }
 
-// Contract: initialise the page cache. Hart 0, once: every chain empty, every entry free.
+// Contract: initialise the page cache: carve its entries, one per two pages of RAM, then
+// every chain empty, every entry free. Hart 0, once, before the first kalloc() (kcarve).
 void
 pagecacheinit(void)
 {
   initlock(&pcache.lock, "pcache");
+  pcache.nentries = (PHYSTOP - KERNBASE) / PGSIZE / 2;
+  pcache.pages = kcarve(pcache.nentries * sizeof(struct cpage));
   for(int h = 0; h < NPHASH; h++)
     pcache.chain[h] = NONE;
   for(int i = 0; i < NPCACHE; i++)

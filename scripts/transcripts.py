@@ -219,7 +219,7 @@ def run_host(binary: Path, workdir: Path, case: HostCase, smollm2: Path | None =
 
 def locked_make(config: BuildConfig, *extra: str) -> None:
     """make for config (with the LLM image) under tests/support.py's build lock."""
-    lock = REPO / "build" / f".lock-{config.name}"
+    lock = REPO / "build" / f".lock-{config.folder}"
     lock.parent.mkdir(exist_ok=True)
     with open(lock, "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -238,7 +238,7 @@ def run_guest(case: GuestCase) -> str | None:
             return None
         locked_make(case.config, f"MODEL={SMOLLM2_GUEST}")
     else:
-        locked_make(case.config, f"build/{case.config.name}/fs-llm-synth.img")
+        locked_make(case.config, f"build/{case.config.folder}/fs-llm-synth.img")
         image = case.config.build_dir(REPO) / "fs-llm-synth.img"
     if image is None:
         session = QemuSession.for_config(case.config, REPO, llm=True)

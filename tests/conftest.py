@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from nexos.course.grade import small_check_config
 from nexos.machine.config import BuildConfig
 from nexos.machine.toolchain import ToolchainError, find_toolchain
 from support import (
@@ -133,7 +132,7 @@ def host_programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def build_kernel(tmp_path_factory: pytest.TempPathFactory):
     """build_kernel(config, llm=False) -> build dir; runs make once per build folder (and
-    llm) per session, for both pytest-xdist workers: harts and swap are chosen at boot, and
+    llm) per session, for both pytest-xdist workers: RAM, harts and swap are chosen at boot, and
     an LLM build has the plain images too. A folder that either worker has built (a mark
     in the session's shared folder: the sources do not change during a run) needs no make
     and no lock, so a worker does not wait out another's lock on it (held while a README
@@ -146,10 +145,10 @@ def build_kernel(tmp_path_factory: pytest.TempPathFactory):
         return marks / f"{name}{'-llm' if llm else ''}"
 
     def build(config: BuildConfig, llm: bool = False) -> Path:
-        for key in ((config.name, True), (config.name, llm)):  # LLM: the plain images too
+        for key in ((config.folder, True), (config.folder, llm)):  # LLM: the plain images too
             if key in done or mark(*key).is_file():
                 return done.setdefault(key, config.build_dir(REPO))
-        key = (config.name, llm)
+        key = (config.folder, llm)
         try:
             find_toolchain()
         except ToolchainError as e:
@@ -158,7 +157,7 @@ def build_kernel(tmp_path_factory: pytest.TempPathFactory):
             pytest.fail("no Makefile in the checkout; cannot build the kernel", pytrace=False)
         res = locked_build(config, llm)
         if not res.ok:
-            pytest.fail(f"make for {config.name} failed:\n{res.excerpt}", pytrace=False)
+            pytest.fail(f"make for {config.folder} failed:\n{res.excerpt}", pytrace=False)
         done[key] = res.build_dir
         marks.mkdir(parents=True, exist_ok=True)
         mark(*key).touch()
@@ -230,8 +229,8 @@ def fake_qemu(tmp_path: Path) -> dict[str, Path | str]:
     """A stand-in for qemu-system-riscv64 speaking the console protocol (boot line, prompt,
     echo), with commands `crash` (panic), `hang`, `noeol`, `echo X`, `tests`, usertests
     (pass), lazytests (fail), cowtests (panic), and the default smolprobe run (seed output).
-    Also a fake checkout (`repo`) whose build/lazy1-cow1 holds a kernel and both images,
-    and so does build/lazy1-cow1-mem32, the small checks' machine (grade.py)."""
+    Also a fake checkout (`repo`) whose build/lazy1-cow1 holds a kernel and both images
+    (the small checks' machine boots the same build: grade.py)."""
     script = tmp_path / "fake-qemu"
     script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(FAKE_QEMU))
     os.chmod(script, 0o755)
@@ -240,11 +239,10 @@ def fake_qemu(tmp_path: Path) -> dict[str, Path | str]:
     kernel.write_bytes(b"\0")
     image.write_bytes(b"\0" * 1024)
     fake_repo = tmp_path / "repo"
-    for folder in ("lazy1-cow1", small_check_config(BuildConfig(1, 1)).name):
-        bd = fake_repo / "build" / folder
-        bd.mkdir(parents=True)
-        for name in ("kernel", "fs.img", "fs-llm.img"):
-            (bd / name).write_bytes(b"\0")
+    bd = fake_repo / "build" / "lazy1-cow1"
+    bd.mkdir(parents=True)
+    for name in ("kernel", "fs.img", "fs-llm.img"):
+        (bd / name).write_bytes(b"\0")
     (fake_repo / "kernel").mkdir()
     (fake_repo / "user").mkdir()
     return {"qemu": str(script), "kernel": kernel, "image": image, "repo": fake_repo}

@@ -92,14 +92,14 @@ QEMU_GUARD = "started QEMU without the qemu marker"
 
 
 def locked_build(config: BuildConfig, llm: bool) -> BuildResult:
-    """make for one configuration under an exclusive lock on build/.lock-<cfg>, so that two
+    """make for one configuration under an exclusive lock on build/.lock-<folder>, so that two
     pytest-xdist workers (or two test runs) never run make in the same folder at once; the
     second one waits and then finds everything up to date."""
     with file_lock("shared"):
         shared = prebuild_shared(REPO, llm)  # the default checkpoint, made once for all
     if shared is not None and not shared.ok:
         return shared
-    with file_lock(config.name):
+    with file_lock(config.folder):
         return build_one(REPO, config, llm)
 
 
@@ -153,7 +153,7 @@ def build_locks(configs: list[BuildConfig], shared: bool = False) -> Iterator[No
     with ExitStack() as stack:
         if shared:
             stack.enter_context(file_lock("shared"))
-        for name in sorted({c.name for c in configs}):
+        for name in sorted({c.folder for c in configs}):
             stack.enter_context(file_lock(name))
         yield
 

@@ -1,9 +1,11 @@
 // The small C library every user program links with: program entry, strings and memory,
-// number parsing, line input, stat(), and the user-visible clocks.
+// number parsing, line input, stat(), the user-visible clocks, and ramtop().
 #include "kernel/types.h"
 #include "kernel/stat.h"
 #include "kernel/fcntl.h"
 #include "kernel/memstat.h"
+#include "kernel/param.h"
+#include "kernel/memlayout.h"
 #include "kernel/syscall.h"
 #include "user/user.h"
 
@@ -364,7 +366,7 @@ strtod(const char *s, char **end)
 // Both counters are read directly (no system call); the kernel lets user mode read them
 // through the counter-enable CSRs (mcounteren/scounteren bits CY and TM).
 
-#define TIMEBASE_HZ 10000000UL   // QEMU virt's time CSR ticks at 10 MHz
+// TIMEBASE_HZ (kernel/param.h): QEMU virt's time CSR ticks at 10 MHz.
 
 // Microseconds since the machine started.
 uint64
@@ -396,4 +398,21 @@ char *
 sbrklazy(int n)
 {
   return sys_sbrk(n, SBRK_LAZY);
+}
+
+// ---------------------------------------------------------------- RAM
+
+// Contract: the physical address just past RAM: KERNBASE + the RAM size the kernel booted
+// with (memstat's memsize_mb). It is what PHYSTOP means in a user program (the Makefile
+// compiles them with -DNEXOS_USER; kernel/memlayout.h). The kernel is asked once: RAM
+// cannot change while the machine runs. 0 only if memstat() fails, which it cannot here.
+uint64
+ramtop(void)
+{
+  static uint64 top;
+  struct memstat ms;
+
+  if(top == 0 && memstat(&ms) == 0)
+    top = KERNBASE + (uint64)ms.memsize_mb * 1024 * 1024;
+  return top;
 }

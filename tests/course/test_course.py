@@ -2,10 +2,9 @@
 
 The programs in tests/course/programs/ are written the way a course writes hidden tests
 against stock xv6: classic headers, sloppy printf formats, memory sized from PHYSTOP -
-KERNBASE, a file named like a built-in. They are built with `make EXTRA_UPROGS=...` into
-dedicated MEMSIZE=384 folders (build/lazy<L>-cow<C>-mem384/), so that they never land on the
-images other tests boot, and run in the real kernel (docs/userland.md, "Programs from
-outside the tree")."""
+KERNBASE, a file named like a built-in. They are built with `make EXTRA_UPROGS=...` in a
+copy of the checkout, so that they never land on the images other tests boot, and run in
+the real kernel at MEMSIZE=384 (docs/userland.md, "Programs from outside the tree")."""
 
 from __future__ import annotations
 
@@ -17,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from nexos.machine.build import BuildResult, build_one, make_base, prebuild_shared
+from nexos.machine.build import BuildResult, build_one, make_base
 from nexos.machine.config import BuildConfig
 from nexos.machine.qemu import QemuSession
 from nexos.parse import find_panic, parse_test_verdict
-from support import file_lock
+from support import copy_checkout
 
 pytestmark = pytest.mark.qemu
 
@@ -39,32 +38,35 @@ Builder = Callable[[BuildConfig, bool], BuildResult]
 
 
 @pytest.fixture(scope="module")
-def course_build() -> Builder:
-    """course_build(config, llm) -> make's result with the course programs as EXTRA_UPROGS;
-    make runs once per (config, llm) in this module, under the folder's lock."""
+def course_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The copy of the checkout (its models shared) that the course programs are built in:
+    EXTRA_UPROGS changes a build folder's images, which in the checkout other tests boot."""
+    return copy_checkout(tmp_path_factory.mktemp("course"), share_models=True)
+
+
+@pytest.fixture(scope="module")
+def course_build(course_tree: Path) -> Builder:
+    """course_build(config, llm) -> make's result with the course programs as EXTRA_UPROGS
+    in course_tree; make runs once per (config, llm) in this module."""
     done: dict[tuple[BuildConfig, bool], BuildResult] = {}
 
     def build(config: BuildConfig, llm: bool = False) -> BuildResult:
         key = (config, llm)
         if key not in done:
-            with file_lock("shared"):
-                shared = prebuild_shared(REPO, llm)
-            if shared is not None and not shared.ok:
-                pytest.fail(f"the shared checkpoint failed to build:\n{shared.excerpt}")
-            with file_lock(config.name):
-                res = build_one(REPO, config, llm=llm, extra=EXTRA)
+            res = build_one(course_tree, config, llm=llm, extra=EXTRA)
             if not res.ok:
-                pytest.fail(f"make {config.name} with EXTRA_UPROGS failed:\n{res.excerpt}")
+                pytest.fail(f"make {config.folder} with EXTRA_UPROGS failed:\n{res.excerpt}")
             done[key] = res
         return done[key]
 
     return build
 
 
-def run_all(config: BuildConfig, *commands: str, llm: bool = False,
+def run_all(tree: Path, config: BuildConfig, *commands: str, llm: bool = False,
             timeout: float = 600) -> list[str]:
-    """Boot the configuration's image and run the commands; their outputs, in order."""
-    with QemuSession.for_config(config, REPO, llm=llm) as s:
+    """Boot the configuration's image in tree and run the commands; their outputs, in
+    order."""
+    with QemuSession.for_config(config, tree, llm=llm) as s:
         return [s.run(c, timeout=timeout).output for c in commands]
 
 
@@ -82,7 +84,7 @@ def test_extra_named_like_builtin_replaces_it(course_build: Builder):
     assert line in res.output.splitlines(), res.output[:2000]
     assert res.output.count("replaces the built-in") == 1  # only lazytests is a built-in name
     listed = (res.build_dir / "image.list").read_text().split()
-    d = f"build/{LAZY_COW.name}"
+    d = f"build/{LAZY_COW.folder}"
     assert f"{d}/extra/_lazytests" in listed
     assert f"{d}/user/_lazytests" not in listed
     assert f"{d}/user/_cowtests" in listed and "README=README.md" in listed
@@ -101,21 +103,22 @@ def test_sloppy_formats_are_warnings_for_extra_programs(course_build: Builder):
 def dry_run_compile(config: BuildConfig, target: str) -> list[str]:
     """The compiler command make would run for one object (make -n -B: nothing is built)."""
     r = subprocess.run([*make_base(REPO), "-n", "-B", *config.make_vars(), *EXTRA,
-                        f"build/{config.name}/{target}"],
+                        f"build/{config.folder}/{target}"],
                        capture_output=True, text=True, check=True)
     cmds = [ln for ln in r.stdout.splitlines() if " -c -o " in ln]
     assert len(cmds) == 1, r.stdout
     return shlex.split(cmds[0])
 
 
-def test_tree_programs_keep_werror_and_see_memsize(course_build: Builder, tmp_path: Path):
+def test_tree_programs_keep_werror_and_see_memsize(tmp_path: Path):
     """The tree's own programs keep -Werror and the format checking: the sloppy program
-    compiled with their exact command fails. Both kinds see MEMSIZE_MB (PHYSTOP)."""
-    course_build(LAZY_COW, False)
+    compiled with their exact command fails. Both kinds are user programs (NEXOS_USER:
+    PHYSTOP is the booted RAM's end, from memstat), and no RAM size is compiled in."""
     own = dry_run_compile(LAZY_COW, "obj/user/cat.o")
     extra = dry_run_compile(LAZY_COW, "obj/extra/sloppy.o")
     assert "-Werror" in own and "-Werror" not in extra
-    assert f"-DMEMSIZE_MB={MEM}" in own and f"-DMEMSIZE_MB={MEM}" in extra
+    assert "-DNEXOS_USER" in own and "-DNEXOS_USER" in extra
+    assert not [a for a in own + extra if a.startswith("-DMEMSIZE")]
     cmd = [str(COURSE / "sloppy.c") if a == "user/cat.c" else a for a in own]
     cmd[cmd.index("-o") + 1] = str(tmp_path / "sloppy.o")
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
@@ -135,29 +138,28 @@ def test_two_extra_programs_with_one_name_are_refused(tmp_path: Path):
     assert "EXTRA_UPROGS: two files with the same name" in r.stderr
 
 
-def make_extra_object(src: Path) -> subprocess.CompletedProcess[str]:
-    """make just the object of one extra program in the LAZY_COW folder (nothing else)."""
-    with file_lock(LAZY_COW.name):
-        return subprocess.run([*make_base(REPO), *LAZY_COW.make_vars(), f"EXTRA_UPROGS={src}",
-                               f"build/{LAZY_COW.name}/obj/extra/{src.stem}.o"],
-                              capture_output=True, text=True)
+def make_extra_object(tree: Path, src: Path) -> subprocess.CompletedProcess[str]:
+    """make just the object of one extra program in tree's LAZY_COW folder (nothing else)."""
+    return subprocess.run([*make_base(tree), *LAZY_COW.make_vars(), f"EXTRA_UPROGS={src}",
+                           f"build/{LAZY_COW.folder}/obj/extra/{src.stem}.o"],
+                          capture_output=True, text=True)
 
 
-def test_extra_program_may_move_and_missing_one_is_named(tmp_path: Path):
+def test_extra_program_may_move_and_missing_one_is_named(course_tree: Path, tmp_path: Path):
     """A course's file under a new path (a fresh temporary folder per run) builds although
     the old path is gone; a missing file is named in one line."""
     old, new = tmp_path / "old", tmp_path / "new"
     for d in (old, new):
         d.mkdir()
         (d / "movedprog.c").write_text("int main(void) { return 0; }\n")
-    obj = REPO / "build" / LAZY_COW.name / "obj" / "extra" / "movedprog.o"
+    obj = course_tree / "build" / LAZY_COW.folder / "obj" / "extra" / "movedprog.o"
     try:
-        r = make_extra_object(old / "movedprog.c")
+        r = make_extra_object(course_tree, old / "movedprog.c")
         assert r.returncode == 0, r.stdout + r.stderr
         (old / "movedprog.c").unlink()
-        r = make_extra_object(new / "movedprog.c")
+        r = make_extra_object(course_tree, new / "movedprog.c")
         assert r.returncode == 0, r.stdout + r.stderr
-        r = make_extra_object(old / "movedprog.c")
+        r = make_extra_object(course_tree, old / "movedprog.c")
         assert r.returncode != 0
         assert f"EXTRA_UPROGS: no such file: {old / 'movedprog.c'}" in r.stderr
     finally:
@@ -167,9 +169,10 @@ def test_extra_program_may_move_and_missing_one_is_named(tmp_path: Path):
 # --------------------------------------------------------------------------- in the kernel
 
 
-def test_course_programs_pass_in_lazy_cow_kernel(course_build: Builder):
+def test_course_programs_pass_in_lazy_cow_kernel(course_tree: Path, course_build: Builder):
     course_build(LAZY_COW, False)
-    lazy, cow, sloppy, readme = run_all(LAZY_COW, "lazytests", "cowbig", "sloppy", "readme")
+    lazy, cow, sloppy, readme = run_all(course_tree, LAZY_COW, "lazytests", "cowbig", "sloppy",
+                                        "readme")
     assert "course lazytests: starting" in lazy  # the course's program, not the built-in
     assert re.search(r"^test oom: OK$", lazy, re.M) and passed(lazy), lazy
     assert f"cowbig: PHYSTOP - KERNBASE = {MEM} MiB" in cow
@@ -180,32 +183,32 @@ def test_course_programs_pass_in_lazy_cow_kernel(course_build: Builder):
     assert passed(readme), readme
 
 
-def test_readme_on_both_images(course_build: Builder):
+def test_readme_on_both_images(course_tree: Path, course_build: Builder):
     """/README is the project's README.md on fs.img and on fs-llm.img."""
     course_build(LAZY_COW, True)
     first = (REPO / "README.md").read_text().splitlines()[0]
     for llm in (False, True):
-        (out,) = run_all(LAZY_COW, "readme", llm=llm)
+        (out,) = run_all(course_tree, LAZY_COW, "readme", llm=llm)
         assert passed(out), out
         assert f"readme: first line: {first}" in out
         m = re.search(r"^readme: size (\d+) read (\d+)$", out, re.M)
         assert m and int(m[1]) == int(m[2]) > 0, out
 
 
-def test_cow_sized_program_passes_with_eager_cow(course_build: Builder):
+def test_cow_sized_program_passes_with_eager_cow(course_tree: Path, course_build: Builder):
     course_build(EAGER_COW, False)
-    (out,) = run_all(EAGER_COW, "cowbig")
+    (out,) = run_all(course_tree, EAGER_COW, "cowbig")
     assert f"cowbig: PHYSTOP - KERNBASE = {MEM} MiB" in out
     assert passed(out), out
 
 
-def test_cow_sized_program_fails_cleanly_without_cow(course_build: Builder):
+def test_cow_sized_program_fails_cleanly_without_cow(course_tree: Path, course_build: Builder):
     """Without COW, forking a process that holds two thirds of RAM cannot be done: fork
     returns -1, the program reports the failure, every page comes back and the kernel goes
     on (no panic, no kill of the shell)."""
     course_build(EAGER_COPY, False)
-    before, out, after, alive = run_all(EAGER_COPY, "freecheck", "cowbig", "freecheck",
-                                        "echo still alive")
+    before, out, after, alive = run_all(course_tree, EAGER_COPY, "freecheck", "cowbig",
+                                        "freecheck", "echo still alive")
     assert find_panic(out) is None
     assert "simple: fork failed (round 0)" in out
     assert re.search(r"^test simple: FAILED$", out, re.M)

@@ -534,7 +534,6 @@ MECHANISM_GONE = {
 def test_starter_lacks_the_mechanism(starters, lab_):
     cfg, failing, passing = MECHANISM_GONE[lab_]
     with starters.use(lab_) as tree:
-        make_tree(tree, cfg)  # built already, but for SWAP_STARTER's memory size
         outs = run_all(tree, cfg, [*failing, *passing])
     for cmd, lines in failing.items():
         assert not passed(outs[cmd]), f"{cmd} passed in the {lab_} starter:\n{outs[cmd]}"
@@ -557,7 +556,6 @@ def test_swap_lab_check_fails_the_starter(starters, cfg):
     as evidence, not a hang or a panic. (The solution passes the same check in every
     configuration: tests/kernel/test_swap.py's test_swaptest grades this checkout.)"""
     with starters.use("swap") as tree:
-        make_tree(tree, cfg)
         (r,) = grade_config(tree, cfg, select_checks(["swaptest"]))
     assert not r.passed and r.points == 0 and "SOME TESTS FAILED" in r.message, r
     assert "test pattern: FAILED" in r.evidence and "panic" not in r.evidence, r.evidence

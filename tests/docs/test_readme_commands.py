@@ -129,7 +129,7 @@ def test_readme_grade_junit_all_configurations(readme_grade):
     assert root.get("failures") == "0" and int(root.get("tests", "0")) >= 4 * 6
 
 
-def test_readme_model_import_then_make_qemu_llm_model(build_kernel, tmp_path):
+def test_readme_model_import_then_make_qemu_llm_model(tmp_path):
     """`nexos model import --config ... --weights ... --out X` and `make qemu-llm MODEL=X`:
     a small Llama checkpoint written with the safetensors package, imported, put on the
     image, and run by smolprobe in the guest."""
@@ -148,14 +148,13 @@ def test_readme_model_import_then_make_qemu_llm_model(build_kernel, tmp_path):
     assert out.is_file()
 
     make_words = readme_line("make qemu-llm MODEL=")
-    # MEMSIZE=320 gives this image its own build folder, one no other test uses: it never
-    # replaces the default model on the images other tests boot.
+    # in a copy of the checkout: this image never replaces the default model on the images
+    # other tests boot
+    tree = copy_checkout(tmp_path, share_models=True)
     make_args = [a if not a.startswith("MODEL=") else f"MODEL={out}" for a in make_words[1:]]
-    cfg = BuildConfig(1, 1, 320)
-    with build_locks([cfg], shared=True):   # it prepares a model of its own under build/
-        with make_qemu([*make_args, "MEMSIZE=320", f"PYTHON={sys.executable}"], ROOT,
-                       timeout=600) as child:
-            boot_to_shell(child, f"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus={llm_cpus()} mem=320M")
+    with build_locks([], shared=True):   # it prepares a model of its own under build/models
+        with make_qemu([*make_args, f"PYTHON={sys.executable}"], tree, timeout=600) as child:
+            boot_to_shell(child, f"nexos: LAZY_ALLOC=1 COW_ALLOC=1 cpus={llm_cpus()} mem=512M")
             res = shell_smolprobe(child, "smolprobe --prompt-tokens 1,2,3 --gen-len 10")
     # the imported model's geometry: 2 layers, 2 KV heads of 16, 128 positions by default
     assert res.verdict == "LAZY_STYLE" and res.reserve.mapped_pages == 0

@@ -76,10 +76,16 @@ def test_user_mistakes_are_one_line(runner, args, needle):
     assert needle in one_line_error(r)
 
 
-def test_unbuilt_configuration_is_one_line(runner):
-    r = runner.invoke(cli, ["run", "--no-build", "--mem", "2048", "--", "echo hi"])
+def test_unbuilt_configuration_is_one_line(runner, tmp_path):
+    """In a checkout with nothing built, a boot names the missing file and the command
+    that builds it (for every RAM size: one build boots them all)."""
+    for d in ("kernel", "user"):
+        (tmp_path / d).mkdir()
+    r = runner.invoke(cli, ["run", "--no-build", "--mem", "2048", "--", "echo hi"],
+                      env={"NEXOS_REPO": str(tmp_path)})
     line = one_line_error(r)
-    assert "lazy1-cow1-mem2048" in line and "nexos build" in line
+    assert "build/lazy1-cow1/kernel does not exist" in line, line
+    assert "nexos build --lazy 1 --cow 1" in line, line
 
 
 def only_on_path(tmp_path, *tools: str) -> str:

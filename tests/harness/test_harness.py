@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from nexos.course.grade import small_check_config
 from nexos.machine.config import BuildConfig, matrix
 from nexos.programs.kvcache import KvShape, active_pages_est, max_kv_pages
-from support import children_of, default_sigint, proc_alive
+from support import children_of, copy_checkout, default_sigint, proc_alive
 
 pytestmark = pytest.mark.qemu
 
@@ -64,15 +63,15 @@ def test_run_exit_status_follows_the_commands(build_kernel, repo):
 
 
 def checkout_with_wrong_kernel(eager_dir: Path, tmp_path: Path) -> Path:
-    """A fake checkout whose build/lazy1-cow1 (and build/lazy1-cow1-mem32, the grade's
-    small machine) holds the eager (lazy0-cow0) kernel."""
+    """A fake checkout whose build/lazy1-cow1 (which the grade's small machine boots too)
+    holds the eager (lazy0-cow0) kernel."""
     fake = tmp_path / "checkout"
     (fake / "kernel").mkdir(parents=True)
     (fake / "user").mkdir()
-    for folder in ("lazy1-cow1", small_check_config(BuildConfig(1, 1)).name):
-        (fake / "build" / folder).mkdir(parents=True)
-        shutil.copy(eager_dir / "kernel", fake / "build" / folder / "kernel")
-        (fake / "build" / folder / "fs.img").symlink_to(eager_dir / "fs.img")
+    folder = fake / "build" / "lazy1-cow1"
+    folder.mkdir(parents=True)
+    shutil.copy(eager_dir / "kernel", folder / "kernel")
+    (folder / "fs.img").symlink_to(eager_dir / "fs.img")
     return fake
 
 
@@ -297,15 +296,16 @@ int main(void) { printf("hidden check 2: FAILED\\nSOME TESTS FAILED\\n"); exit(1
 """
 
 
-def test_grade_hidden_programs_via_extra_uprogs(repo, tmp_path):
+def test_grade_hidden_programs_via_extra_uprogs(tmp_path):
     """A course's hidden tests: single C files outside the tree, built onto the image with
-    EXTRA_UPROGS and graded by their verdict line. Uses its own configuration folder
-    (mem256) so that the extra programs never land on the images other tests boot."""
+    EXTRA_UPROGS and graded by their verdict line. In a copy of the checkout, so that the
+    extra programs never land on the images other tests boot."""
     ok, bad = tmp_path / "hidden_ok.c", tmp_path / "hidden_bad.c"
     ok.write_text(HIDDEN_OK)
     bad.write_text(HIDDEN_BAD)
     junit = tmp_path / "grade.xml"
-    r = nexos(repo, "grade", "--mem", "256", "--configs", "lazy1-cow1", "--checks", "",
+    tree = copy_checkout(tmp_path, share_models=True)
+    r = nexos(tree, "grade", "--mem", "256", "--configs", "lazy1-cow1", "--checks", "",
               "--hidden", f"{ok}:7", "--hidden", str(bad), "--junit", str(junit),
               timeout=900)
     assert r.returncode == 1, r.stdout + r.stderr

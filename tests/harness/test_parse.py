@@ -477,6 +477,7 @@ def test_expected_verdict_thresholds():
 def test_build_config_names_and_validation():
     assert BuildConfig(1, 1).name == "lazy1-cow1"
     assert BuildConfig(0, 1, memsize=256).name == "lazy0-cow1-mem256"
+    assert BuildConfig(0, 1, memsize=256, cpus=2).folder == "lazy0-cow1"  # one build, any boot
     assert BuildConfig.parse("lazy1-cow0") == BuildConfig(1, 0)
     assert BuildConfig.parse("lazy0-cow1-mem1024").memsize == 1024
     for bad in ("lazy2-cow0", "x", "lazy1"):

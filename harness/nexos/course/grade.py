@@ -40,11 +40,6 @@ class CheckSpec:
     small: bool = False  # boots the machine small_check_config(config) gives
     swap: bool = False   # boots the machine swap_check_config(config) gives (small, and a disk)
 
-    @property
-    def on_small_machine(self) -> bool:
-        """Whether it boots the small machine's build (a small check or a swap check)."""
-        return self.small or self.swap
-
 
 # The swap disk of a check that needs swap: SWAP_PER_RAM times the RAM, so that swaptest's
 # tests get their full sizes (2x RAM in one heap, a copying fork of 1.5x RAM; docs/testing.md).
@@ -65,8 +60,8 @@ def check_swapsize(cfg: BuildConfig) -> int:
 
 
 def small_check_config(cfg: BuildConfig) -> BuildConfig:
-    """The machine a small check of cfg boots, a build of its own when the RAM differs:
-    cfg's flags and disks, at most SMALL_CHECK_MEMSIZE of RAM."""
+    """The machine a small check of cfg boots: cfg's build and disks, at most
+    SMALL_CHECK_MEMSIZE of RAM (the kernel finds its RAM at boot)."""
     return replace(cfg, memsize=min(cfg.memsize, SMALL_CHECK_MEMSIZE))
 
 
@@ -378,19 +373,6 @@ def grade_config(repo: Path, cfg: BuildConfig, checks: list[CheckSpec],
     return results
 
 
-def build_small_machines(repo: Path, plan: Plan, extra: tuple[str, ...],
-                         console: Console | None) -> list[CheckResult]:
-    """Build the machines of the plan's small and swap checks that are not the
-    configuration's own build (small_check_config: the same build for both); a failed
-    `build` check of the configuration for each one that does not build."""
-    own = {cfg: small_check_config(cfg) for cfg, checks in plan
-           if any(c.on_small_machine for c in checks)}
-    own = {cfg: small for cfg, small in own.items() if small.memsize != cfg.memsize}
-    built = build_all(repo, list(own.values()), console=console, extra=extra) if own else []
-    return [CheckResult(cfg.name, "build", False, 0, 0, b.seconds, b.last_error, b.excerpt)
-            for cfg, b in zip(own, built) if not b.ok]
-
-
 def grade_all(repo: Path, plan: Plan, hidden_sources: Sequence[Path] = (), build: bool = True,
               transcript_dir: Path | None = None, console: Console | None = None,
               on_result: Callable[[CheckResult], None] | None = None,
@@ -409,9 +391,6 @@ def grade_all(repo: Path, plan: Plan, hidden_sources: Sequence[Path] = (), build
             if not b.ok:
                 results.append(CheckResult(b.config.name, "build", False, 0, 0, b.seconds,
                                            b.last_error, b.excerpt))
-        failed = {r.config for r in results}
-        results += build_small_machines(repo, [(c, k) for c, k in plan if c.name not in failed],
-                                       extra, console)
     broken = {r.config for r in results}
     if transcript_dir is not None:
         transcript_dir.mkdir(parents=True, exist_ok=True)

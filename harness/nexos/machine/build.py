@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -157,10 +157,15 @@ def build_all(repo: Path, configs: list[BuildConfig], llm: bool = False,
               console: Console | None = None, quiet: bool = False,
               extra: tuple[str, ...] = ()) -> list[BuildResult]:
     """Build every configuration, at most MAX_PARALLEL at a time, with a progress display.
-    Returns the results in the order of `configs` (failures included; nothing raised)."""
+    Returns the results in the order of `configs` (failures included; nothing raised).
+    Configurations that differ only in what a boot chooses (RAM, harts, swap) share one build
+    folder, made once: two makes must never write one folder at once."""
     find_toolchain(need_qemu=False)
     console = console or Console(stderr=True)
-    unique = list(dict.fromkeys(configs))
+    firsts: dict[str, BuildConfig] = {}
+    for c in configs:
+        firsts.setdefault(c.folder, c)
+    unique = list(firsts.values())
     if len(unique) > 1:
         with console.status("make the shared LLM checkpoint", spinner="dots"):
             shared = prebuild_shared(repo, llm)
@@ -175,12 +180,12 @@ def build_all(repo: Path, configs: list[BuildConfig], llm: bool = False,
             res = build_one(repo, cfg, llm, extra)
             mark = "[green]ok[/]" if res.ok else "[red]FAILED[/]"
             progress.update(task, completed=1,
-                            description=f"{cfg.name}{' (llm)' if llm else ''}: {mark}")
+                            description=f"{cfg.folder}{' (llm)' if llm else ''}: {mark}")
             return res
         with ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
             results = list(pool.map(job, unique))
-    by_cfg = {r.config: r for r in results}
-    return [by_cfg[c] for c in configs]
+    by_folder = {r.config.folder: r for r in results}
+    return [replace(by_folder[c.folder], config=c) for c in configs]
 
 
 def ensure_built(repo: Path, configs: list[BuildConfig], llm: bool = False,

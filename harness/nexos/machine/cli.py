@@ -29,20 +29,20 @@ from nexos.parse import find_problems
 @click.command()
 @lazy_opt
 @cow_opt
-@mem_opt
 @click.option("--all", "all_", is_flag=True, help="Build all four LAZY/COW configurations.")
 @click.option("--llm", is_flag=True, help="Also build the LLM image (fs-llm.img).")
-def build(lazy: int, cow: int, memsize: int, all_: bool, llm: bool) -> None:
-    """Build kernel and file-system image(s) into build/lazy<L>-cow<C>/."""
-    configs = matrix(memsize) if all_ else [BuildConfig(lazy, cow, memsize)]
+def build(lazy: int, cow: int, all_: bool, llm: bool) -> None:
+    """Build kernel and file-system image(s) into build/lazy<L>-cow<C>/ (one build boots with
+    any RAM, harts and swap: nexos run --mem/--cpus/--swap)."""
+    configs = matrix() if all_ else [BuildConfig(lazy, cow)]
     results = build_all(repo(), configs, llm=llm, console=err)
     failed = [r for r in results if not r.ok]
     for r in failed:
-        click.echo(f"--- {r.config.name}:\n{r.excerpt}", err=True)
+        click.echo(f"--- {r.config.folder}:\n{r.excerpt}", err=True)
     if failed:
-        fail("build failed for " + ", ".join(r.config.name for r in failed))
+        fail("build failed for " + ", ".join(r.config.folder for r in failed))
     for r in results:
-        click.echo(f"{r.config.name}: {r.build_dir} ({r.seconds:.1f}s)")
+        click.echo(f"{r.config.folder}: {r.build_dir} ({r.seconds:.1f}s)")
 
 
 @click.command(context_settings={"ignore_unknown_options": False})

@@ -39,8 +39,9 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class BuildConfig:
-    """One point of the flag matrix. `cpus` and `swapsize` only matter at boot (-smp, the size
-    in MiB of the swap disk; 0: none), not for the build: the kernel finds both at boot."""
+    """One point of the flag matrix. `memsize`, `cpus` and `swapsize` only matter at boot (-m,
+    -smp, the size in MiB of the swap disk; 0: none), not for the build: the kernel finds its
+    RAM, harts and swap disk at boot, so every boot of one flag pair uses one build folder."""
 
     lazy: int
     cow: int
@@ -63,12 +64,17 @@ class BuildConfig:
                               f"got {self.swapsize!r}")
 
     @property
+    def folder(self) -> str:
+        """The build folder's name under build/: lazy<L>-cow<C>, whatever the boot's sizes."""
+        return f"lazy{self.lazy}-cow{self.cow}"
+
+    @property
     def name(self) -> str:
-        """Folder name under build/: lazy<L>-cow<C>, plus -mem<MiB> off the default size."""
-        base = f"lazy{self.lazy}-cow{self.cow}"
+        """The boot's name in tables, logs and --configs: the folder's, plus -mem<MiB> off
+        the default RAM size."""
         if self.memsize != DEFAULT_MEMSIZE:
-            base += f"-mem{self.memsize}"
-        return base
+            return f"{self.folder}-mem{self.memsize}"
+        return self.folder
 
     @property
     def label(self) -> str:
@@ -76,17 +82,13 @@ class BuildConfig:
         return f"{'lazy' if self.lazy else 'eager'}+{'cow' if self.cow else 'copy'}"
 
     def make_vars(self) -> list[str]:
-        """The variable assignments that select this configuration's build folder."""
-        args = [f"LAZY_ALLOC={self.lazy}", f"COW_ALLOC={self.cow}"]
-        if self.memsize != DEFAULT_MEMSIZE:
-            args.append(f"MEMSIZE={self.memsize}")
-        # CPUS and SWAPSIZE only matter at boot (-smp, the second disk): the kernel is built
-        # for NCPU harts and sizes its swap area from the disk it finds
-        return args
+        """The variable assignments that select this configuration's build folder (MEMSIZE,
+        CPUS and SWAPSIZE go to the boot alone: machine/qemu.py)."""
+        return [f"LAZY_ALLOC={self.lazy}", f"COW_ALLOC={self.cow}"]
 
     def build_dir(self, repo: Path) -> Path:
         """Where make puts this configuration's kernel and images."""
-        return repo / "build" / self.name
+        return repo / "build" / self.folder
 
     @classmethod
     def parse(cls, text: str, memsize: int = DEFAULT_MEMSIZE, cpus: int = DEFAULT_CPUS,

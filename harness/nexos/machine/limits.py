@@ -1,8 +1,8 @@
 """The C side's values that the harness needs, read from their one home so that nothing is
 copied by hand: the programs' headers (user/smolprobe/smolprobe.h,
-user/smolserve/smolserve.h), the kernel's page size (kernel/riscv.h) and the
-Makefile's default guest memory, in the checkout this harness belongs to (docs/harness.md,
-"Values from the C side").
+user/smolserve/smolserve.h), the kernel's page size (kernel/riscv.h), harts and RAM range
+(kernel/param.h) and the Makefile's default guest memory, in the checkout this harness
+belongs to (docs/harness.md, "Values from the C side").
 
 A header line `#define NAME 123   // why` (or `(1 << 24)`) gives NAME, a Makefile line `NAME
 := 512` likewise; a name the harness needs that is missing is an error at import, not a
@@ -67,15 +67,14 @@ _PROBE = read_defines(CHECKOUT / "user" / "smolprobe" / "smolprobe.h",
 _SERVE = read_defines(CHECKOUT / "user" / "smolserve" / "smolserve.h",
                       ("MAX_REQ", "MAX_PROMPT"))
 _KERNEL = {**read_defines(CHECKOUT / "kernel" / "riscv.h", ("PGSIZE",)),
-           **read_defines(CHECKOUT / "kernel" / "param.h", ("NCPU",))}
-_MAKE = read_make_values(CHECKOUT / "Makefile",
-                         ("DEFAULT_MEMSIZE", "MIN_MEMSIZE", "MAX_MEMSIZE", "MAX_SWAPSIZE"))
+           **read_defines(CHECKOUT / "kernel" / "param.h", ("NCPU", "MINRAM_MB", "MAXRAM_MB"))}
+_MAKE = read_make_values(CHECKOUT / "Makefile", ("DEFAULT_MEMSIZE", "MAX_SWAPSIZE"))
 
 PAGE_SIZE = _KERNEL["PGSIZE"]                    # bytes of a page
 MAX_CPUS = _KERNEL["NCPU"]                       # harts the kernel can run (-smp 1..this)
 DEFAULT_MEMSIZE = _MAKE["DEFAULT_MEMSIZE"]       # MiB of guest RAM when MEMSIZE is not given
-MIN_MEMSIZE = _MAKE["MIN_MEMSIZE"]               # MEMSIZE (MiB) the Makefile accepts: from this
-MAX_MEMSIZE = _MAKE["MAX_MEMSIZE"]               # ... to this
+MIN_MEMSIZE = _KERNEL["MINRAM_MB"]              # MEMSIZE (MiB) the kernel boots with: from this
+MAX_MEMSIZE = _KERNEL["MAXRAM_MB"]              # ... to this
 MAX_SWAPSIZE = _MAKE["MAX_SWAPSIZE"]             # MiB of swap disk at most (SWAPSIZE)
 SMOLPROBE_SEQ_LEN = _PROBE["DEFAULT_SEQ_LEN"]   # --seq-len when none is given (capped by the model)
 SMOLPROBE_TEXT_GEN = _PROBE["DEFAULT_TEXT_GEN"]  # --gen-len of --prompt/--chat when none is given

@@ -30,7 +30,7 @@ from typing import TextIO
 
 import pexpect
 
-from nexos.machine.config import DEFAULT_MEMSIZE, BuildConfig
+from nexos.machine.config import BuildConfig
 from nexos.machine.limits import CHECKOUT
 from nexos.machine.toolchain import find_qemu
 from nexos.machine.treecopy import copy_sparse
@@ -228,9 +228,7 @@ class QemuSession:
         image = d / ("fs-llm.img" if llm else "fs.img")
         for f in (d / "kernel", image):
             if not f.is_file():
-                what = (f"--lazy {config.lazy} --cow {config.cow}"
-                        + (f" --mem {config.memsize}" if config.memsize != DEFAULT_MEMSIZE
-                           else "") + (" --llm" if llm else ""))
+                what = f"--lazy {config.lazy} --cow {config.cow}" + (" --llm" if llm else "")
                 raise QemuError(f"{f} does not exist; build it first: nexos build {what}")
         kwargs.setdefault("swap_dir", d.parent)
         return cls(d / "kernel", image, config, **kwargs)  # type: ignore[arg-type]

@@ -171,24 +171,18 @@ def build_bundle(src: Path, spec: GradeSpec, out: Path, extra_dir: Path | None =
 # ------------------------------------------------------------------ inside the bundle
 
 def prepare(source: Path) -> None:
-    """setup.sh's second step: build the graded configurations in the pristine tree, and
-    the small machine of each that a small or swap check boots (grade.py)."""
-    from nexos.course.grade import small_check_config
+    """setup.sh's second step: build the graded configurations in the pristine tree (a
+    small or swap check boots the same build with less RAM: grade.py)."""
     from nexos.machine.build import build_all
 
     m = Manifest.load(source)
     starter = source / "starter"
     cfgs = [BuildConfig.parse(n) for n in m.spec.config_names()]
-    specs = _specs(m.spec)
-    wanted = any(c.on_small_machine for c in specs)
-    small = [s for s in dict.fromkeys(small_check_config(c) for c in cfgs)
-             if wanted and s not in cfgs]
-    built = [*build_all(starter, cfgs, llm=any(c.llm for c in specs)),
-             *build_all(starter, small)]
+    built = build_all(starter, cfgs, llm=any(c.llm for c in _specs(m.spec)))
     bad = [b for b in built if not b.ok]
     if bad:
         raise SystemExit(f"setup: the pristine starter tree does not build: {bad[0].last_error}")
-    print(f"setup: built {', '.join(c.name for c in [*cfgs, *small])} in {starter}")
+    print(f"setup: built {', '.join(c.folder for c in cfgs)} in {starter}")
 
 
 def _specs(spec: GradeSpec) -> list[Any]:
