@@ -423,7 +423,7 @@ def test_copies_survive_a_pageout_after_their_fault(repo, lazy, cow):
     build = subprocess.run([*make_command(repo, cfg, extra=("KDEBUG=pageout",))],
                            stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
-    d = repo / "build" / f"{cfg.name}-kdebug-pageout"
+    d = repo / "build" / f"{cfg.folder}-kdebug-pageout"
     with QemuSession(d / "kernel", d / "fs.img", cfg, swap_dir=repo / "build",
                      lifetime=600) as s:
         fuzz = s.run("fuzz --seed 1 --procs 2 --seconds 3", timeout=120).output
