@@ -4,6 +4,7 @@ reboot, and bad system-call arguments."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from fnv import fnv_file, mkbig_bytes, parse_cksum
 from nexos.machine.config import BuildConfig
+from nexos.machine.limits import MAX_MEMSIZE, MIN_MEMSIZE
 from nexos.machine.qemu import QemuSession, persistent_copy
 from nexos.parse import find_panic
 
@@ -34,6 +36,25 @@ def test_boot_line_is_true(build_kernel, repo, lazy, cow, cpus):
         assert (s.boot.lazy, s.boot.cow, s.boot.cpus, s.boot.mem) == (lazy, cow, cpus, 512)
         out = s.run("echo hello nexos").output
         assert out.strip() == "hello nexos"
+
+
+@pytest.mark.parametrize("mem", [MIN_MEMSIZE, 100, MAX_MEMSIZE])
+def test_one_build_boots_every_ram_size(build_kernel, repo, mem):
+    """The kernel reads its RAM from the device tree (kernel/fdt.c): one build boots at the
+    smallest and largest size and in between, says so in its boot line and in memstat, and
+    sbrk's growth to its bound and back (past 2 GiB of heap at 2 GiB of RAM) gives every
+    page back."""
+    build_kernel(BuildConfig(1, 1))
+    with QemuSession.for_config(BuildConfig(1, 1, memsize=mem), repo) as s:
+        assert s.boot is not None and s.boot.mem == mem
+        stat = s.run("freecheck").output
+        out = s.run("usertests sbrkbound", timeout=300).output
+    assert f" mem={mem}" in stat, stat
+    # RAM's pages less the kernel image (about 2 MiB) and the tables carved by RAM's size
+    # (18 bytes a page: kcarve in kernel/kalloc.c)
+    missing = mem * 256 - int(re.search(r"total_pages=(\d+)", stat)[1])
+    assert 0 < missing < 1024 + mem * 256 * 18 // 4096 + 2, stat
+    assert find_panic(out) is None and passed(out), out[-3000:]
 
 
 @pytest.mark.parametrize("cpus", [1, 3])

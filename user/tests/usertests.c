@@ -683,7 +683,14 @@ static long sbrkcount(void)
   long n = 0;
   while (sbrk(16 * PGSIZE) != SBRK_ERROR)
     n++;
-  CHECK(sbrk(-(int)(sbrk(0) - base)) != SBRK_ERROR && sbrk(0) == base, "shrink back failed");
+  // sbrk takes an int: shrink in steps of at most 1 GiB (the heap grows past 2 GiB when
+  // RAM and swap allow it, and one -(top - base) would wrap to a grow)
+  for (long left = sbrk(0) - base; left > 0;) {
+    int step = left > (1L << 30) ? (1 << 30) : (int)left;
+    CHECK(sbrk(-step) != SBRK_ERROR, "shrink back failed");
+    left -= step;
+  }
+  CHECK(sbrk(0) == base, "shrink back failed");
   return n;
 }
 
