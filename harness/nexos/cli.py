@@ -9,27 +9,27 @@ import importlib
 import click
 
 from nexos.clikit import NexosGroup
-from nexos.course.cli import grade
-from nexos.course.lab.cli import lab
-from nexos.machine.cli import build, run
-from nexos.machine.doctor import doctor
-from nexos.machine.fuzz import fuzz
-from nexos.programs.cli import chat, compare, plot, probe, serve
 
-# Commands imported only when they run (or --help lists them): `nexos model` brings numpy
-# and gguf, half of every other command's start-up time.
-LAZY_COMMANDS = {"model": "nexos.model.cli"}
+# Each command's module, imported only when the command runs (or --help lists them all):
+# a command pays for its own imports alone (`nexos model` brings numpy and gguf, `grade`
+# the course's modules), and the suite starts `nexos` some 150 times.
+COMMANDS = {"build": "nexos.machine.cli", "run": "nexos.machine.cli",
+            "doctor": "nexos.machine.doctor", "fuzz": "nexos.machine.fuzz",
+            "probe": "nexos.programs.cli", "chat": "nexos.programs.cli",
+            "compare": "nexos.programs.cli", "plot": "nexos.programs.cli",
+            "serve": "nexos.programs.cli", "grade": "nexos.course.cli",
+            "lab": "nexos.course.lab.cli", "model": "nexos.model.cli"}
 
 
 class NexosCli(NexosGroup):
-    """NexosGroup with the LAZY_COMMANDS listed among the others, each added when asked for."""
+    """NexosGroup over COMMANDS, each added when asked for."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name in LAZY_COMMANDS and name not in self.commands:
-            self.add_command(getattr(importlib.import_module(LAZY_COMMANDS[name]), name))
+        if name in COMMANDS and name not in self.commands:
+            self.add_command(getattr(importlib.import_module(COMMANDS[name]), name))
         return super().get_command(ctx, name)
 
 
@@ -37,10 +37,6 @@ class NexosCli(NexosGroup):
 @click.version_option(package_name="nexos")
 def cli() -> None:
     """Build, boot, probe, compare and grade the NexOS teaching kernel."""
-
-
-for command in (build, run, probe, chat, compare, grade, plot, serve, fuzz, lab, doctor):
-    cli.add_command(command)
 
 
 def main() -> None:
