@@ -19,6 +19,7 @@ from pathlib import Path
 
 from benchlib import MAKE_JOBS, BenchError, Figure, main, repo
 
+from nexos.course.lab.starter import source_files
 from nexos.machine.build import error_excerpt, make_base
 from nexos.machine.config import BuildConfig
 
@@ -33,12 +34,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def copy_sources(dest: Path) -> None:
     """The checkout's tracked files (what a fresh clone has) into dest."""
     r = repo()
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=r, capture_output=True,
-                           check=True).stdout.decode().split("\0")
-    for f in filter(None, files):
-        if (r / f).is_file():
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(r / f, dest / f)
+    for f in source_files(r):
+        (dest / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(r / f, dest / f, follow_symlinks=False)
 
 
 def measure(args: argparse.Namespace) -> list[Figure]:

@@ -21,32 +21,28 @@ HARTS = (1, 2, 3, 8)
 RAM = ("32M", "512M", "2048M", "4G")   # 4G: a size that needs both of reg's size cells
 
 
+def dump_tree(path: Path, mem: str, harts: int) -> Path:
+    """QEMU's virt device tree at path, for a machine with mem RAM (-m) and harts harts, as
+    `make qemu` configures it (QEMU writes it and exits)."""
+    p = subprocess.run(["qemu-system-riscv64", "-machine", f"virt,dumpdtb={path}",
+                        "-bios", "none", "-m", mem, "-smp", str(harts), "-nographic"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and path.is_file(), p.stderr
+    return path
+
+
 @pytest.fixture(scope="module")
 def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
-    """QEMU's virt device tree for each hart count, as `make qemu` configures the machine."""
+    """QEMU's virt device tree for each hart count."""
     d = tmp_path_factory.mktemp("dtb")
-    out = {}
-    for n in HARTS:
-        out[n] = d / f"virt-smp{n}.dtb"
-        p = subprocess.run(["qemu-system-riscv64", "-machine", f"virt,dumpdtb={out[n]}",
-                            "-bios", "none", "-m", "512M", "-smp", str(n), "-nographic"],
-                           capture_output=True, text=True, timeout=60)
-        assert p.returncode == 0 and out[n].is_file(), p.stderr
-    return out
+    return {n: dump_tree(d / f"virt-smp{n}.dtb", "512M", n) for n in HARTS}
 
 
 @pytest.fixture(scope="module")
 def ram_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """QEMU's virt device tree for each RAM size (-m), as `make qemu MEMSIZE=` asks."""
     d = tmp_path_factory.mktemp("dtb-ram")
-    out = {}
-    for m in RAM:
-        out[m] = d / f"virt-m{m}.dtb"
-        p = subprocess.run(["qemu-system-riscv64", "-machine", f"virt,dumpdtb={out[m]}",
-                            "-bios", "none", "-m", m, "-smp", "2", "-nographic"],
-                           capture_output=True, text=True, timeout=60)
-        assert p.returncode == 0 and out[m].is_file(), p.stderr
-    return out
+    return {m: dump_tree(d / f"virt-m{m}.dtb", m, 2) for m in RAM}
 
 
 def fdtcheck(host_programs: Path, *args: str) -> subprocess.CompletedProcess[str]:
