@@ -1,11 +1,11 @@
 # NexOS build.
 #
-#   make [LAZY_ALLOC=0|1] [COW_ALLOC=0|1]                 kernel, user programs, fs.img
-#   make qemu      ... [MEMSIZE=MiB] [CPUS=N] [SWAPSIZE=MiB]  build and boot to the shell
-#   make qemu-llm  ... [MODEL=real|synth|path]             the same with the LLM image (model.bin)
-#   make qemu-gdb  ...                                     boot and wait for gdb
-#   make gdb                                               gdb-multiarch on that boot (.gdbinit)
-#   make clean                                             remove every configuration's build
+#   make [LAZY_ALLOC=0|1] [COW_ALLOC=0|1]          kernel, user programs, fs.img
+#   make qemu ... [MEMSIZE=MiB] [CPUS=n] [SWAPSIZE=MiB]  build and boot to the shell
+#   make qemu-llm ... [MODEL=real|synth|path]     the same with the LLM image (model.bin)
+#   make qemu-gdb ...                             boot and wait for gdb
+#   make gdb                                      gdb-multiarch on that boot (.gdbinit)
+#   make clean                                    remove every configuration's build
 #
 # Each flag configuration builds into its own folder, build/lazy<L>-cow<C>[-kdebug-pageout]/, so
 # configurations never share objects and can be booted side by side. MEMSIZE, CPUS and
