@@ -6,6 +6,12 @@ The whole suite takes minutes, so it only runs with --run-suite; the quick tier 
 runs. Both print pytest's own closing line and its 15 slowest tests
 (`--durations=15`), which docs/testing.md records. A suite that fails still gives a time
 (the tests ran); its closing line says what failed. Nothing here fails on time.
+
+Most of the suite's CPU is QEMU running the real model, and the same commit's suite has
+taken from 13 to 25 minutes on the shared machines of different days. So the whole suite
+is bracketed by the machine's own speed: one hart of a fresh boot decoding DECODE_TOKENS
+tokens, before and after (docs/testing.md, "Where the time goes"). Two suite times are
+comparable only beside their yardsticks.
 """
 
 from __future__ import annotations
@@ -16,11 +22,16 @@ import subprocess
 import sys
 import time
 
-from benchlib import BenchError, Figure, main, repo
+from benchlib import BenchError, Figure, booted, build, main, parse_kv_line, repo
+
+from nexos.machine.config import BuildConfig
 
 NAME = "suite_time"
 TARGET_SUITE_S = 10 * 60.0
 TARGET_QUICK_S = 2 * 60.0
+YARDSTICK_CONFIG = BuildConfig(1, 1)
+DECODE_TOKENS = 40
+YARDSTICK = f"smolprobe --prompt-tokens 1,2,3 --gen-len {DECODE_TOKENS} --harts 1"
 CLOSING_RE = re.compile(r"^=*\s*(\d+ (passed|failed).*) in ([\d.]+)s", re.M)
 
 
@@ -55,10 +66,23 @@ def figure(name: str, selection: list[str], target: float, show: bool) -> Figure
     return Figure(NAME, name, seconds, "s", target, "le", closing)
 
 
+def yardstick(when: str) -> Figure:
+    """The machine's speed now: decode tokens/s of one hart (smolprobe's timing line)."""
+    with booted(YARDSTICK_CONFIG, llm=True) as s:
+        out = s.run(YARDSTICK, timeout=900).output
+    rate = float(parse_kv_line(out, "[smolprobe] timing ", YARDSTICK)["decode_tokens_per_s"])
+    print(f"{NAME}: {when}: one hart decodes {rate:g} tokens/s")
+    return Figure(NAME, f"one-hart decode {when}", rate, "tokens/s")
+
+
 def measure(args: argparse.Namespace) -> list[Figure]:
     figs = [figure("pytest -m quick", ["-m", "quick"], TARGET_QUICK_S, args.show)]
     if args.run_suite:
+        if not args.no_build:
+            build(YARDSTICK_CONFIG, llm=True)
+        figs.append(yardstick("before the suite"))
         figs.append(figure("pytest (whole suite)", [], TARGET_SUITE_S, args.show))
+        figs.append(yardstick("after the suite"))
     else:
         print(f"{NAME}: the whole suite skipped (pass --run-suite; it takes minutes)")
     return figs

@@ -79,7 +79,7 @@ main(void)
     oominit();
     userinit();
     printf("nexos: LAZY_ALLOC=%d COW_ALLOC=%d cpus=%d mem=%dM swap=%dM\n",
-           LAZY_ALLOC, COW_ALLOC, nharts(), (int)((PHYSTOP - KERNBASE) >> 20), swap_mb());
+           LAZY_ALLOC, COW_ALLOC, nharts(), RAM_MB, swap_mb());
     __sync_synchronize();
     started = 1;
   } else {

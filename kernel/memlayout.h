@@ -46,6 +46,7 @@ uint64 ramtop(void);
 extern uint64 phystop;
 #define PHYSTOP phystop
 #endif
+#define RAM_MB ((int)((PHYSTOP - KERNBASE) >> 20))   // the RAM booted with, in MiB
 #endif
 
 // The trampoline page sits at the top of every address space, user and kernel.

@@ -600,7 +600,7 @@ vmstat(struct proc *p, struct memstat *ms)
   ms->lazy_alloc = LAZY_ALLOC;
   ms->cow_alloc = COW_ALLOC;
   ms->ncpu = nharts();
-  ms->memsize_mb = (PHYSTOP - KERNBASE) >> 20;
+  ms->memsize_mb = RAM_MB;
   ms->pagecache_pages = pagecache_pages();
   ms->sbrk_cap_pages = sbrkcap();
   swapstat(ms);

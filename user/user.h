@@ -30,8 +30,6 @@ int uptime(void);
 int memstat(struct memstat*);   // fill a snapshot (kernel/memstat.h); 0 or -1
 // The one leak balance (ulib.c): free pages net of swap, and with_cache of the page cache.
 long memfree_net(const struct memstat*, int with_cache);
-// PHYSTOP for user programs (kernel/memlayout.h): KERNBASE + the booted RAM size (ulib.c).
-uint64 ramtop(void);
 // mmap: map len bytes of fd from offset off (page-aligned); prot/flags from kernel/fcntl.h.
 // addr 0: the kernel chooses; else exactly addr or failure. (char *)-1 on failure.
 void *mmap(void *addr, uint64 len, int prot, int flags, int fd, uint64 off);
