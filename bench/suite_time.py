@@ -5,7 +5,8 @@
 The whole suite takes minutes, so it only runs with --run-suite; the quick tier always
 runs. Both print pytest's own closing line and its 15 slowest tests
 (`--durations=15`), which docs/testing.md records. A suite that fails still gives a time
-(the tests ran); its closing line says what failed. Nothing here fails on time.
+(the tests ran); its closing line counts what failed, and the short summary's FAILED and
+ERROR lines follow the slowest tests. Nothing here fails on time.
 
 Most of the suite's CPU is QEMU running the real model, and the same commit's suite has
 taken from 13 to 25 minutes on the shared machines of different days. So the whole suite
@@ -42,8 +43,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def timed_pytest(selection: list[str], show: bool) -> tuple[float, str, str]:
-    """(wall seconds, pytest's closing line, its --durations block) of one pytest run in
-    the checkout, with this interpreter (the project's .venv)."""
+    """(wall seconds, pytest's closing line, its --durations block and the short summary's
+    FAILED and ERROR lines) of one pytest run in the checkout, with this interpreter (the
+    project's .venv)."""
     cmd = [sys.executable, "-m", "pytest", "-n", "2", "-q", "-ra", "--durations=15",
            "-p", "no:cacheprovider", *selection]
     t0 = time.monotonic()
@@ -57,7 +59,9 @@ def timed_pytest(selection: list[str], show: bool) -> tuple[float, str, str]:
         raise BenchError(f"pytest {' '.join(selection)} printed no closing line "
                          f"(exit {p.returncode})", (p.stdout + p.stderr)[-2000:])
     durations = p.stdout.split("slowest 15 durations", 1)[-1].split("\n=", 1)[0]
-    return seconds, f"{closing[1]} in {closing[3]}s", durations.strip("= \n")
+    failures = [ln for ln in p.stdout.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
+    return seconds, f"{closing[1]} in {closing[3]}s", "\n".join(
+        [durations.strip("= \n"), *failures])
 
 
 def figure(name: str, selection: list[str], target: float, show: bool) -> Figure:
